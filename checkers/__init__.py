@@ -1,0 +1,1 @@
+"""pylint checkers of kvlint, one per rule family."""

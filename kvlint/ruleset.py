@@ -1,0 +1,101 @@
+"""The rule catalogue: one row per rule, used by every front-end, the documentation and the probe.
+
+Codes and symbols are a public contract. pylint message ids are derived: ``KVL<f><nn>`` ->
+``<E|W>7<f><nn>`` (checker id 71 for family 1, 72 for 2, 73 for 3). Family 0 (``KVL000``, the file does
+not parse) and family 5 (the runtime probe) have no pylint message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    symbol: str
+    severity: str
+    summary: str
+
+    @property
+    def family(self) -> int:
+        return int(self.code[3])
+
+    @property
+    def pylint_msgid(self) -> str | None:
+        if self.family not in (1, 2, 3):
+            return None
+        letter = "E" if self.severity == ERROR else "W"
+        return f"{letter}7{self.family}{self.code[4:]}"
+
+    @property
+    def doc_path(self) -> str:
+        return f"docs/rules/{self.code}.md"
+
+
+_TABLE: tuple[Rule, ...] = (
+    Rule("KVL000", "syntax-error", ERROR, "the file could not be parsed"),
+    Rule("KVL101", "fa-unknown-keyword", ERROR,
+         "a keyword the operator's schema does not have (raises RuntimeError at run time)"),
+    Rule("KVL102", "fa-version-mix", ERROR,
+         "FIA v1 called with a v2 name, v2 with a v1 name, or an IFA/PFA spelling on FIA"),
+    Rule("KVL103", "fa-positional-args", ERROR,
+         "more positional arguments than the schema allows, or npu_fusion_attention's 6th (binds to pse)"),
+    Rule("KVL104", "fa-default-scale", WARNING,
+         "no scale / softmax_scale / scale_value: the default is 1.0, not 1/sqrt(D)"),
+    Rule("KVL105", "fa-default-num-heads", WARNING, "no num_heads / num_query_heads: the default is 1"),
+    Rule("KVL106", "fa-invalid-layout", ERROR, "a literal input_layout outside the accepted set"),
+    Rule("KVL107", "fa-invalid-sparse-mode", ERROR, "a literal sparse_mode the operator does not accept"),
+    Rule("KVL108", "fa-rope-pair", ERROR, "exactly one of query_rope / key_rope given"),
+    Rule("KVL109", "fa-gqa-heads", ERROR,
+         "num_heads not divisible by num_key_value_heads, or a ratio above 64"),
+    Rule("KVL110", "fa-seq-lengths-kv-habit", WARNING,
+         "FIA v1 actual_seq_lengths given KV lengths (the IFA habit) and no actual_seq_lengths_kv"),
+    Rule("KVL111", "fa-tnd-missing-lengths", ERROR,
+         "a TND/NTD layout without both the query and the KV length arguments"),
+    Rule("KVL112", "torch-npu-alias", ERROR,
+         "torch.<npu op> (always raises) or torch_npu.npu.<op> (does not exist)"),
+    Rule("KVL201", "atten-mask-dtype", ERROR, "atten_mask is not bool/int8/uint8 (float or additive mask)"),
+    Rule("KVL202", "atten-mask-shape", ERROR,
+         "sparse_mode 2/3/4 with a mask that is not the 2048x2048 template"),
+    Rule("KVL203", "sparse-mode-needs-mask", ERROR, "sparse_mode 1-4 with no atten_mask"),
+    Rule("KVL204", "atten-mask-polarity", WARNING,
+         "a torch.tril mask passed as atten_mask without inversion (True means masked out)"),
+    Rule("KVL205", "additive-mask-in-pse", WARNING, "an additive -inf mask passed as pse_shift"),
+    Rule("KVL206", "causal-top-left-with-cache", WARNING,
+         "top-left causal alignment (sparse_mode=2, SDPA is_causal) over a KV cache"),
+    Rule("KVL301", "block-table-dtype", ERROR, "block_table is not int32"),
+    Rule("KVL302", "block-size-missing", WARNING, "block_table given without block_size (default 0)"),
+    Rule("KVL303", "paged-without-kv-lengths", ERROR, "block_table given without the KV lengths"),
+    Rule("KVL304", "block-size-invalid", ERROR, "a literal block_size the documented constraints forbid"),
+    Rule("KVL305", "kv-len-mutated-in-layer", ERROR,
+         "the runner's kv_len mutated inside an nn.Module forward path"),
+    Rule("KVL306", "scatter-result-discarded", ERROR,
+         "the result of out-of-place scatter_update / npu_scatter_nd_update is discarded"),
+    Rule("KVL307", "kv-repeat-before-fused-attention", WARNING,
+         "key/value repeated to the query heads before a fused attention call"),
+    Rule("KVL308", "kv-rmsnorm-unpack", ERROR,
+         "npu_kv_rmsnorm_rope_cache* result unpacked into the wrong number of names"),
+    Rule("KVL501", "probe-output-mismatch", ERROR, "output differs from the float32 reference"),
+    Rule("KVL502", "probe-nonfinite-output", ERROR, "NaN or Inf in the output"),
+    Rule("KVL503", "probe-seq-lengths", ERROR, "sequence lengths inconsistent with the tensors"),
+    Rule("KVL504", "probe-block-table", ERROR, "block_table malformed or too small for the KV length"),
+    Rule("KVL505", "probe-cache-write-drift", ERROR,
+         "cache writes of one step land at different positions in different layers"),
+    Rule("KVL506", "probe-head-shapes", ERROR, "head counts inconsistent with the tensors"),
+    Rule("KVL507", "probe-non-causal-prefill", WARNING, "a prefill with no causal masking"),
+    Rule("KVL508", "probe-duplicate-slots", ERROR, "duplicate indices in one cache write"),
+    Rule("KVL599", "probe-internal-error", WARNING, "the probe itself failed on a call"),
+)
+
+RULES: dict[str, Rule] = {rule.code: rule for rule in _TABLE}
+BY_SYMBOL: dict[str, Rule] = {rule.symbol: rule for rule in _TABLE}
+STATIC_RULES: tuple[Rule, ...] = tuple(rule for rule in _TABLE if rule.family in (0, 1, 2, 3))
+
+
+def rule(code_or_symbol: str) -> Rule:
+    """The rule for a code (``KVL201``) or a symbol (``atten-mask-dtype``); KeyError otherwise."""
+    return RULES.get(code_or_symbol.upper()) or BY_SYMBOL[code_or_symbol]
