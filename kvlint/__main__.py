@@ -1,0 +1,7 @@
+"""``python -m kvlint``: the same as the ``kvlint`` command."""
+
+import sys
+
+from kvlint.cli import main
+
+sys.exit(main())

@@ -1,0 +1,177 @@
+"""Operator call sites: which operator a call reaches and which arguments it passes.
+
+A call is an operator call when its callee resolves (``kvlint.names``) to ``torch_npu.<op>``,
+``torch.ops.npu.<op>`` (also ``.default`` / ``.out``), torchair's ``torchair.ops.<op>``, or one of the
+user's configured wrappers. Keywords passed as ``**d`` count when ``d`` is statically known in the same
+function: a dict literal or ``dict(...)`` call, plus keys added by ``d["k"] = v`` / ``d.update(k=v)``
+before the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from astroid import nodes
+from astroid.const import Context
+
+from kvlint.catalogue import OPERATORS, Operator, lookup
+from kvlint.names import qualified_name
+
+OPERATOR_NAMESPACES = ("torch_npu", "torch.ops.npu", "torchair.ops")
+"""Dotted prefixes under which an operator name is the operator."""
+ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
+"""Prefixes under which an operator name exists but must not be called (KVL112)."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument as passed: its value, and the node a finding about it points at."""
+
+    value: nodes.NodeNG
+    anchor: nodes.NodeNG
+
+
+@dataclass
+class CallSite:
+    call: nodes.Call
+    operator: Operator
+    qualname: str
+    positional: list[nodes.NodeNG] = field(default_factory=list)
+    keywords: dict[str, Argument] = field(default_factory=dict)
+    open_ended: bool = False
+    """True when ``*args`` / ``**kwargs`` pass arguments the code does not show: absence proves nothing."""
+
+    @property
+    def name(self) -> str:
+        return self.operator.name
+
+    def argument(self, name: str) -> nodes.NodeNG | None:
+        """The expression bound to parameter ``name``, by keyword or by position."""
+        if name in self.keywords:
+            return self.keywords[name].value
+        for param, value in zip(self.operator.positional, self.positional):
+            if param.name == name:
+                return value
+        return None
+
+    def absent(self, name: str) -> bool:
+        """True when the call provably does not pass ``name``."""
+        return not self.open_ended and self.argument(name) is None
+
+
+def operator_for(qualname: str, wrappers: dict[str, str] | None = None) -> tuple[Operator, bool] | None:
+    """The operator a dotted callee name reaches, and whether it is a forbidden alias (KVL112)."""
+    if wrappers and qualname in wrappers:
+        op = OPERATORS.get(wrappers[qualname])
+        return (op, False) if op is not None else None
+    prefix, _, last = qualname.rpartition(".")
+    overload = "default"
+    if last in ("default", "out"):
+        overload, (prefix, _, last) = last, prefix.rpartition(".")
+    op = lookup(last, overload)
+    if op is None:
+        return None
+    if prefix in OPERATOR_NAMESPACES:
+        return op, False
+    if prefix in ALIAS_NAMESPACES:
+        return op, True
+    return None
+
+
+def keyword_dict(expr: nodes.NodeNG, call: nodes.Call) -> dict[str, Argument] | None:
+    """The keywords a ``**expr`` argument passes, or None when the code does not prove them."""
+    if isinstance(expr, nodes.Dict):
+        return _dict_literal(expr)
+    if isinstance(expr, nodes.Call):
+        return _dict_call(expr)
+    if not isinstance(expr, nodes.Name):
+        return None
+    scope, bindings = expr.lookup(expr.name)
+    definitions = scope.locals.get(expr.name, ())
+    if len(bindings) != 1 or len(definitions) != 1 or scope is not call.frame():
+        return None
+    statement = bindings[0].parent
+    if not (isinstance(statement, nodes.Assign) and len(statement.targets) == 1):
+        return None
+    keywords = keyword_dict(statement.value, call) if isinstance(
+        statement.value, (nodes.Dict, nodes.Call)
+    ) else None
+    if keywords is None:
+        return None
+    for use in scope.nodes_of_class(nodes.Name):
+        if use.name != expr.name or use is expr or not (statement.lineno < use.lineno <= call.lineno):
+            continue
+        added = _keys_added(use)
+        if added is None:
+            return None
+        keywords.update(added)
+    return keywords
+
+
+def _dict_literal(expr: nodes.Dict) -> dict[str, Argument] | None:
+    keywords: dict[str, Argument] = {}
+    for key, value in expr.items:
+        if not (isinstance(key, nodes.Const) and isinstance(key.value, str)):
+            return None
+        keywords[key.value] = Argument(value, key)
+    return keywords
+
+
+def _dict_call(expr: nodes.Call) -> dict[str, Argument] | None:
+    if not (isinstance(expr.func, nodes.Name) and expr.func.name == "dict" and not expr.args):
+        return None
+    if any(k.arg is None for k in expr.keywords or ()):
+        return None
+    return {k.arg: Argument(k.value, k) for k in expr.keywords or ()}
+
+
+def _keys_added(use: nodes.Name) -> dict[str, Argument] | None:
+    """Keys a later use of the dict adds: ``d["k"] = v`` or ``d.update(k=v)``.
+
+    Reads (``d["k"]``, another ``f(**d)``) add nothing; any other use (passed to a function,
+    ``d[var] = v``, ``d.pop(...)``) may change the dict in ways the code does not show: None.
+    """
+    parent = use.parent
+    if isinstance(parent, nodes.Subscript) and parent.value is use:
+        if parent.ctx == Context.Load:
+            return {}
+        statement = parent.parent
+        key = parent.slice
+        if isinstance(statement, nodes.Assign) and isinstance(key, nodes.Const) and isinstance(key.value, str):
+            return {key.value: Argument(statement.value, key)}
+        return None
+    if isinstance(parent, nodes.Attribute) and parent.attrname == "update":
+        update = parent.parent
+        if isinstance(update, nodes.Call) and not update.args and all(k.arg for k in update.keywords or ()):
+            return {k.arg: Argument(k.value, k) for k in update.keywords or ()}
+        return None
+    if isinstance(parent, nodes.Keyword) and parent.arg is None:
+        return {}
+    return None
+
+
+def call_site(call: nodes.Call, wrappers: dict[str, str] | None = None) -> tuple[CallSite, bool] | None:
+    """The operator call site of ``call`` and whether its callee is a forbidden alias; None otherwise."""
+    qualname = qualified_name(call.func)
+    if qualname is None:
+        return None
+    found = operator_for(qualname, wrappers)
+    if found is None:
+        return None
+    op, alias = found
+    site = CallSite(call=call, operator=op, qualname=qualname)
+    for arg in call.args or ():
+        if isinstance(arg, nodes.Starred):
+            site.open_ended = True
+        else:
+            site.positional.append(arg)
+    for keyword in call.keywords or ():
+        if keyword.arg is not None:
+            site.keywords[keyword.arg] = Argument(keyword.value, keyword)
+            continue
+        passed = keyword_dict(keyword.value, call)
+        if passed is None:
+            site.open_ended = True
+        else:
+            site.keywords.update(passed)
+    return site, alias

@@ -1,0 +1,175 @@
+"""Rules on argument values of the attention operators (KVL104-KVL111).
+
+Defaults that are wrong for nearly every real model, literal values outside the documented set, and
+argument combinations the documentation requires (torch_npu_ops.md sections 2, 4 and 5).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from astroid import nodes
+
+from kvlint.callsite import CallSite
+from kvlint.catalogue import (
+    FA,
+    FA_LAYOUTS,
+    FIA,
+    FIA_V1,
+    INFERENCE_ATTENTION,
+    KV_LENGTHS_PARAM,
+    LAYOUTS,
+    LENGTH_LAYOUTS,
+    MAX_GQA_RATIO,
+    NUM_HEADS_PARAM,
+    QUERY_LENGTHS_PARAM,
+    ROPE_ONLY_SPARSE_MODES,
+    SCALE_PARAM,
+)
+from kvlint.finding import Issue
+from kvlint.values import UNKNOWN, literal
+
+_ANY_SCALE = frozenset(SCALE_PARAM.values())
+_ANY_NUM_HEADS = frozenset(NUM_HEADS_PARAM.values())
+_KV_LENGTH_NAME = re.compile(r"(^|_)(kv|kvs|context|ctx|cache|cached|past|kvlen|kvlens)(_|$)", re.IGNORECASE)
+
+
+def _anchor(site: CallSite, name: str) -> nodes.NodeNG:
+    if name in site.keywords:
+        return site.keywords[name].anchor
+    return site.argument(name) or site.call
+
+
+def check_default_scale(site: CallSite) -> Iterator[Issue]:
+    """KVL104: the scale defaults to 1.0, not 1/sqrt(head_dim); softmax then saturates silently."""
+    if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_SCALE & site.keywords.keys():
+        return
+    param = SCALE_PARAM[site.name]
+    yield Issue("KVL104", site.call,
+                f"{site.name} called without '{param}': the default is 1.0, not 1/sqrt(head_dim); "
+                f"pass {param}=1.0 / math.sqrt(head_dim)")
+
+
+def check_default_num_heads(site: CallSite) -> Iterator[Issue]:
+    """KVL105: the query head count defaults to 1, which reads a BSH hidden axis as one huge head."""
+    if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_NUM_HEADS & site.keywords.keys():
+        return
+    param = NUM_HEADS_PARAM[site.name]
+    yield Issue("KVL105", site.call,
+                f"{site.name} called without '{param}': the default is 1; pass the number of query heads")
+
+
+def check_invalid_layout(site: CallSite) -> Iterator[Issue]:
+    """KVL106: an input_layout outside the accepted set raises (FIA/IFA/PFA compare case-sensitively)."""
+    value = literal(site.argument("input_layout"))
+    if not isinstance(value, str):
+        return
+    if site.name == FA:
+        accepted = FA_LAYOUTS
+        ok = value.upper() in accepted
+    elif site.name in LAYOUTS:
+        accepted = LAYOUTS[site.name]
+        ok = value in accepted
+    else:
+        return
+    if ok:
+        return
+    hint = f"use '{value.upper()}'" if value.upper() in accepted else "use one of " + ", ".join(sorted(accepted))
+    yield Issue("KVL106", _anchor(site, "input_layout"),
+                f"input_layout '{value}' is not accepted by {site.name} (case-sensitive); {hint}")
+
+
+def check_invalid_sparse_mode(site: CallSite) -> Iterator[Issue]:
+    """KVL107: FIA accepts sparse_mode 0-4 (9 only for MLA with both rope inputs), PFA 0-4; 5-8 are
+    documented as not implemented and raise for prefill."""
+    if site.name not in FIA and site.name != "npu_prompt_flash_attention":
+        return
+    value = literal(site.argument("sparse_mode"))
+    if not isinstance(value, int) or isinstance(value, bool) or value in range(5):
+        return
+    has_rope = site.argument("query_rope") is not None and site.argument("key_rope") is not None
+    if site.name in FIA and value in ROPE_ONLY_SPARSE_MODES:
+        if has_rope or site.open_ended:
+            return
+        message = f"sparse_mode={value} (treeMask) needs query_rope and key_rope in {site.name}"
+    else:
+        accepted = "0-4, and 9 only with query_rope/key_rope" if site.name in FIA else "0-4"
+        message = f"sparse_mode={value} is not accepted by {site.name} ({accepted})"
+    yield Issue("KVL107", _anchor(site, "sparse_mode"), message)
+
+
+def check_rope_pair(site: CallSite) -> Iterator[Issue]:
+    """KVL108: MLA needs query_rope and key_rope together; one alone is rejected or misread."""
+    if site.name not in FIA:
+        return
+    for given, missing in (("query_rope", "key_rope"), ("key_rope", "query_rope")):
+        if site.argument(given) is not None and site.absent(missing):
+            yield Issue("KVL108", _anchor(site, given),
+                        f"'{given}' given without '{missing}': MLA needs both; pass {missing}=...")
+
+
+def check_gqa_heads(site: CallSite) -> Iterator[Issue]:
+    """KVL109: query heads must be a multiple of KV heads, at most 64 times as many."""
+    if site.name not in INFERENCE_ATTENTION:
+        return
+    param = NUM_HEADS_PARAM[site.name]
+    heads = literal(site.argument(param))
+    kv_heads = literal(site.argument("num_key_value_heads"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (heads, kv_heads)) or kv_heads <= 0:
+        return
+    if heads % kv_heads:
+        message = f"{param}={heads} is not divisible by num_key_value_heads={kv_heads}"
+    elif heads // kv_heads > MAX_GQA_RATIO:
+        message = (f"{param}={heads} / num_key_value_heads={kv_heads} = {heads // kv_heads}: "
+                   f"the operator supports at most {MAX_GQA_RATIO} query heads per KV head")
+    else:
+        return
+    yield Issue("KVL109", _anchor(site, "num_key_value_heads"), message)
+
+
+def _terminal_name(expr: nodes.NodeNG) -> str | None:
+    """The identifier a value is named by: ``kv_lens``, ``meta.context_lens``, ``kv_lens.tolist()``."""
+    if isinstance(expr, nodes.Call) and isinstance(expr.func, nodes.Attribute):
+        return _terminal_name(expr.func.expr)
+    if isinstance(expr, nodes.Name):
+        return expr.name
+    if isinstance(expr, nodes.Attribute):
+        return expr.attrname
+    return None
+
+
+def check_seq_lengths_kv_habit(site: CallSite) -> Iterator[Issue]:
+    """KVL110: IFA's actual_seq_lengths are KV lengths, FIA's are query lengths. Ported IFA code that
+    keeps passing KV lengths there is accepted, and FIA ignores it for decode: padding is attended."""
+    if site.name != FIA_V1 or "actual_seq_lengths" not in site.keywords:
+        return
+    if not site.absent("actual_seq_lengths_kv"):
+        return
+    name = _terminal_name(site.keywords["actual_seq_lengths"].value)
+    if name is None or not _KV_LENGTH_NAME.search(name):
+        return
+    yield Issue("KVL110", site.keywords["actual_seq_lengths"].anchor,
+                f"'{name}' looks like KV lengths, but actual_seq_lengths is the query lengths in {FIA_V1} "
+                "(the KV lengths in IFA); pass it as actual_seq_lengths_kv")
+
+
+def check_tnd_missing_lengths(site: CallSite) -> Iterator[Issue]:
+    """KVL111: the TND/NTD layouts pack sequences; without both cumulative length lists the operator
+    cannot tell where one sequence ends."""
+    layout = literal(site.argument("input_layout"))
+    if not isinstance(layout, str) or site.open_ended:
+        return
+    if site.name == FA:
+        if layout.upper() != "TND":
+            return
+        needed = ("actual_seq_qlen", "actual_seq_kvlen")
+    elif site.name in QUERY_LENGTHS_PARAM and layout in LENGTH_LAYOUTS:
+        needed = (QUERY_LENGTHS_PARAM[site.name], KV_LENGTHS_PARAM[site.name])
+    else:
+        return
+    missing = [name for name in needed if site.absent(name)]
+    if missing:
+        yield Issue("KVL111", _anchor(site, "input_layout"),
+                    f"input_layout '{layout}' needs both {needed[0]} and {needed[1]} (cumulative lengths); "
+                    f"missing: {', '.join(missing)}")

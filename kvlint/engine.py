@@ -1,0 +1,82 @@
+"""The analysis engine shared by pylint, flake8 and the CLI.
+
+pylint hands ``analyze`` its own astroid tree; flake8 and the CLI call ``lint_source``, which first applies
+a cheap text gate (files that mention no operator and none of the words the rules key on are skipped
+before parsing) and then parses with astroid.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from astroid import MANAGER, nodes
+from astroid.builder import AstroidBuilder
+from astroid.exceptions import AstroidSyntaxError
+
+from kvlint.callsite import call_site
+from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
+from kvlint.checks.signature import alias_issue
+from kvlint.finding import Finding, Issue
+
+DEFAULT_KV_LEN_NAMES = ("kv_len", "kv_lens", "kv_seq_len", "cache_len", "cache_position", "seq_lens")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a user can configure about the analysis itself (selection is the front-ends' business)."""
+
+    kv_len_names: tuple[str, ...] = DEFAULT_KV_LEN_NAMES
+    extra_fa_wrappers: dict[str, str] = field(default_factory=dict)
+    """Dotted name of a user's wrapper -> the operator it stands for."""
+
+    def gate_words(self) -> tuple[str, ...]:
+        return ("npu_", "scatter_update", "scaled_dot_product_attention", *self.kv_len_names,
+                *(name.rpartition(".")[2] for name in self.extra_fa_wrappers))
+
+
+DEFAULT_SETTINGS = Settings()
+
+
+def may_have_findings(source: str, settings: Settings = DEFAULT_SETTINGS) -> bool:
+    """The text gate: False when no rule can possibly fire on this source."""
+    return re.search("|".join(map(re.escape, settings.gate_words())), source) is not None
+
+
+def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
+    """Every finding in an astroid module, sorted by position."""
+    issues: list[Issue] = []
+    for call in module.nodes_of_class(nodes.Call):
+        found = call_site(call, settings.extra_fa_wrappers)
+        if found is None:
+            continue
+        site, alias = found
+        if alias:
+            issues.append(alias_issue(site))
+            continue
+        for check in CALL_CHECKS:
+            issues.extend(check(site))
+    for module_check in MODULE_CHECKS:
+        issues.extend(module_check(module, settings))
+    return sorted({issue.at(path) for issue in issues})
+
+
+def syntax_error(path: str, line: int, column: int, reason: str) -> Finding:
+    line = max(line, 1)
+    return Finding(path, line, column, line, column, "KVL000", f"cannot parse the file: {reason}")
+
+
+def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
+    """Lint one file's text. A file that does not parse gives one KVL000 finding."""
+    if not may_have_findings(source, settings):
+        return []
+    try:
+        module = AstroidBuilder(MANAGER, apply_transforms=False).string_build(source, path=path)
+    except AstroidSyntaxError as error:
+        cause = error.error
+        line = getattr(cause, "lineno", None) or 1
+        column = max((getattr(cause, "offset", None) or 1) - 1, 0)
+        return [syntax_error(path, line, column, getattr(cause, "msg", str(cause)))]
+    except (RecursionError, MemoryError, ValueError) as error:
+        return [syntax_error(path, 1, 0, f"{type(error).__name__}: {error}")]
+    return analyze(module, path, settings)
