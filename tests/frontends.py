@@ -44,4 +44,5 @@ def run_pylint(paths: Sequence[Path]) -> list[Triple]:
         capture_output=True, text=True, check=False,
     )
     assert out.returncode < 32, out.stderr
-    return [(str(Path(m["path"])), m["line"], _CODE_BY_MSGID[m["message-id"]]) for m in json.loads(out.stdout)]
+    messages = [m for m in json.loads(out.stdout) if m["message-id"] in _CODE_BY_MSGID]
+    return [(str(Path(m["path"])), m["line"], _CODE_BY_MSGID[m["message-id"]]) for m in messages]
