@@ -31,7 +31,7 @@ class Settings:
     """Dotted name of a user's wrapper -> the operator it stands for."""
 
     def gate_words(self) -> tuple[str, ...]:
-        return ("npu_", "scatter_update", "scaled_dot_product_attention", *self.kv_len_names,
+        return ("npu_", "torch_npu", "scatter_update", "scaled_dot_product_attention", *self.kv_len_names,
                 *(name.rpartition(".")[2] for name in self.extra_fa_wrappers))
 
 
