@@ -1,0 +1,23 @@
+"""The README documents every implemented rule exactly as the rule catalogue defines it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kvlint.ruleset import STATIC_RULES
+from tests.fixture_files import FIXTURES
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+_ROW = re.compile(r"^\| (KVL\d{3}) \| ([a-z0-9-]+) \| (error|warning) \|", re.MULTILINE)
+
+
+def test_rule_table_rows_match_the_catalogue() -> None:
+    rows = {code: (symbol, level) for code, symbol, level in _ROW.findall(README.read_text(encoding="utf-8"))}
+    implemented = [rule for rule in STATIC_RULES if (FIXTURES / rule.code).is_dir()]
+    assert implemented
+    for rule in implemented:
+        assert rows.get(rule.code) == (rule.symbol, rule.severity), rule.code
+    for code, (symbol, level) in rows.items():
+        rule = next(r for r in STATIC_RULES if r.code == code)
+        assert (rule.symbol, rule.severity) == (symbol, level)
