@@ -263,15 +263,19 @@ def kv_heads_per_card(kv_heads: int, tp: int, replication: int | None = None) ->
     return kv_heads * replication // tp, replication
 
 
-def card_bytes_per_token(geom: CacheGeometry, heads_on_card: int) -> int:
-    """KV bytes per token on one card holding ``heads_on_card`` KV heads.
-
-    The MLA latent has no head axis: every tensor-parallel card holds all of it (``heads_on_card``
-    ignored), which is what vLLM does for MLA.
+def card_geometry(geom: CacheGeometry, tp: int, replication: int | None = None) -> CacheGeometry:
+    """The cache one of ``tp`` cards holds and serves: ``kv_heads_per_card`` KV heads, ``q_heads / tp``
+    query heads. The MLA latent has no head axis, so every card holds all of it (as vLLM does).
     """
+    if geom.q_heads is not None and geom.q_heads % tp:
+        raise BudgetError(f"--tp {tp} does not divide {geom.q_heads} query heads")
+    q_heads = None if geom.q_heads is None else geom.q_heads // tp
     if geom.is_mla:
-        return kv_bytes_per_token(geom)
-    return geom.layers * 2 * heads_on_card * geom.head_dim * geom.dtype_bytes
+        if replication is not None:
+            raise BudgetError("--kv-replication does not apply to an MLA cache: the latent has no heads")
+        return replace(geom, q_heads=q_heads)
+    heads, _ = kv_heads_per_card(geom.kv_heads, tp, replication)
+    return replace(geom, kv_heads=heads, q_heads=q_heads)
 
 
 def sequence_bytes(bytes_per_token: int, tokens: int) -> int:
@@ -368,26 +372,26 @@ class BudgetOptions:
 
 
 def _num(value: int | Fraction) -> str:
-    """An exact literal: an integer, a terminating decimal, or ``(p/q)``."""
+    """An exact literal of a non-negative number: an integer, a terminating decimal, or ``(p/q)``."""
     value = Fraction(value)
     if value.denominator == 1:
         return str(value.numerator)
     for digits in range(1, 40):
         scaled = value * 10**digits
         if scaled.denominator == 1:
-            text = str(abs(scaled.numerator)).rjust(digits + 1, "0")
-            return ("-" if value < 0 else "") + f"{text[:-digits]}.{text[-digits:]}"
+            text = str(scaled.numerator).rjust(digits + 1, "0")
+            return f"{text[:-digits]}.{text[-digits:]}"
     return f"({value.numerator}/{value.denominator})"
 
 
 def _mean_expr(terms: Sequence[str], weights: Sequence[Fraction]) -> str:
-    """The expression of a weighted mean; plain average when the weights are equal."""
+    """The expression of a weighted mean, parenthesised; a plain average when the weights are equal."""
     if len(terms) == 1:
         return terms[0]
     if len(set(weights)) == 1:
-        return f"({' + '.join(terms)}) / {len(terms)}"
+        return f"(({' + '.join(terms)}) / {len(terms)})"
     weighted = " + ".join(f"{_num(w)} * {t}" for t, w in zip(terms, weights))
-    return f"({weighted}) / ({' + '.join(_num(w) for w in weights)})"
+    return f"(({weighted}) / ({' + '.join(_num(w) for w in weights)}))"
 
 
 @dataclass(frozen=True)
@@ -424,20 +428,16 @@ def per_token_section(geom: CacheGeometry, lengths: Sequence[int], tag: str) -> 
     return section
 
 
-def tensor_parallel_section(geom: CacheGeometry, tp: int, replication: int | None,
-                            tag: str) -> tuple[Section, int]:
-    """Per-card bytes; returns the section and the per-card bytes per token."""
+def tensor_parallel_section(geom: CacheGeometry, card: CacheGeometry, tp: int, replication: int | None,
+                            tag: str) -> Section:
     section = Section("tensor_parallel", f"Tensor parallel: {tp} cards{tag}")
-    bpt = kv_bytes_per_token(geom)
+    card_bpt = kv_bytes_per_token(card)
     if geom.is_mla:
-        if replication is not None:
-            raise BudgetError("--kv-replication does not apply to an MLA cache: the latent has no heads")
-        card = card_bytes_per_token(geom, heads_on_card=1)
-        section.add("card_bytes_per_token", "KV bytes per token on each card", card, "B",
-                    "bytes_per_token (MLA latent: every card holds all of it)", f"{bpt}")
-        section.add("all_cards_bytes_per_token", "KV bytes per token over all cards", tp * card, "B",
-                    "tp * card_bytes_per_token", f"{tp} * {card}")
-        return section, card
+        section.add("card_bytes_per_token", "KV bytes per token on each card", card_bpt, "B",
+                    "bytes_per_token (MLA latent: every card holds all of it)", f"{kv_bytes_per_token(geom)}")
+        section.add("all_cards_bytes_per_token", "KV bytes per token over all cards", tp * card_bpt, "B",
+                    "tp * card_bytes_per_token", f"{tp} * {card_bpt}")
+        return section
     heads, r = kv_heads_per_card(geom.kv_heads, tp, replication)
     if replication is not None:
         r_formula, r_expr = "given by --kv-replication", str(replication)
@@ -448,13 +448,12 @@ def tensor_parallel_section(geom: CacheGeometry, tp: int, replication: int | Non
     section.add("replication", "cards holding each KV head (R)", r, "cards", r_formula, r_expr)
     section.add("kv_heads_per_card", "KV heads per card", heads, "heads", "kv_heads * R / tp",
                 f"{geom.kv_heads} * {r} / {tp}")
-    card = card_bytes_per_token(geom, heads)
-    section.add("card_bytes_per_token", "KV bytes per token on each card", card, "B",
+    section.add("card_bytes_per_token", "KV bytes per token on each card", card_bpt, "B",
                 "layers * 2 * kv_heads_per_card * head_dim * dtype_bytes",
                 f"{geom.layers} * 2 * {heads} * {geom.head_dim} * {geom.dtype_bytes}")
-    section.add("all_cards_bytes_per_token", "KV bytes per token over all cards", tp * card, "B",
-                "tp * card_bytes_per_token (= R * bytes_per_token)", f"{tp} * {card}")
-    return section, card
+    section.add("all_cards_bytes_per_token", "KV bytes per token over all cards", tp * card_bpt, "B",
+                "tp * card_bytes_per_token (= R * bytes_per_token)", f"{tp} * {card_bpt}")
+    return section
 
 
 def capacity_section(bpt: int, bpt_name: str, work: _Workload, opts: BudgetOptions,
@@ -488,12 +487,12 @@ def capacity_section(bpt: int, bpt_name: str, work: _Workload, opts: BudgetOptio
                     "blocks", "sum(weight * ceil(tokens / block_size)) / sum(weight)", blocks_expr)
     paged = section.add("paged_sequences", "sequences that fit, paged", math.floor(pool.value / mean_blocks),
                         "sequences", "floor(pool_blocks / mean_blocks_per_sequence)",
-                        f"floor({pool.value} / ({blocks_expr}))")
+                        f"floor({pool.value} / {blocks_expr})")
     exact = work.mean_tokens * bpt
     section.add("exact_sequences", "sequences that fit with exact-length allocation (upper bound)",
                 math.floor(available / exact), "sequences",
                 f"floor(available / (mean_tokens * {bpt_name}))",
-                f"floor({available} / (({work.mean_tokens_expr}) * {bpt}))")
+                f"floor({available} / ({work.mean_tokens_expr} * {bpt}))")
     section.notes.append("contiguous: every sequence reserves a slot for the longest length (a static "
                          "cache); paged: the tail block is rounded up and each block costs one int32 "
                          "block-table entry; with --tp, counts are per tensor-parallel group")
@@ -507,12 +506,12 @@ def decode_floor_section(bpt: int, bpt_name: str, work: _Workload, opts: BudgetO
     for batch in opts.batch_sizes:
         kv = batch * work.mean_tokens * bpt
         section.add(f"kv_read_batch_{batch}", f"KV bytes read per step, batch {batch}", kv, "B",
-                    f"batch * mean_tokens * {bpt_name}", f"{batch} * ({tok}) * {bpt}")
+                    f"batch * mean_tokens * {bpt_name}", f"{batch} * {tok} * {bpt}")
         floor = decode_latency_floor(kv, opts.bandwidth, weights)
         section.add(f"floor_batch_{batch}", f"step latency floor, batch {batch}", floor, "s",
-                    "(weights_bytes + kv_read) / bandwidth", f"({weights} + {batch} * ({tok}) * {bpt}) / {bw}")
+                    "(weights_bytes + kv_read) / bandwidth", f"({weights} + {batch} * {tok} * {bpt}) / {bw}")
         section.add(f"tokens_per_s_batch_{batch}", f"decode tokens/s ceiling, batch {batch}", batch / floor,
-                    "tokens/s", "batch / floor", f"{batch} * {bw} / ({weights} + {batch} * ({tok}) * {bpt})")
+                    "tokens/s", "batch / floor", f"{batch} * {bw} / ({weights} + {batch} * {tok} * {bpt})")
         if fits is not None and batch > fits:
             section.notes.append(f"batch {batch} exceeds the {fits} sequences that fit (paged)")
     section.notes.append("bandwidth is per card (decimal: 1 TB/s = 10^12 B/s); weights_bytes is what one "
@@ -561,11 +560,11 @@ def speedup_section(base_bpt: int, quant_bpt: int, work: _Workload | None,
         weights, tok = opts.weights_bytes, work.mean_tokens_expr
         for batch in opts.batch_sizes:
             kv = batch * work.mean_tokens * base_bpt
-            p_expr = f"({batch} * ({tok}) * {base_bpt}) / ({weights} + {batch} * ({tok}) * {base_bpt})"
+            p = section.add(f"attention_share_batch_{batch}", f"attention share p of the step, batch {batch}",
+                            kv / (weights + kv), "", "kv_read / (weights_bytes + kv_read)",
+                            f"({batch} * {tok} * {base_bpt}) / ({weights} + {batch} * {tok} * {base_bpt})").value
             section.add(f"end_to_end_batch_{batch}", f"end-to-end speed-up bound, batch {batch}",
-                        amdahl_speedup(kv / (weights + kv), s), "x",
-                        f"{formula}, p = kv_read / (weights_bytes + kv_read)",
-                        f"1 / ((1 - {p_expr}) + {p_expr} / {s_expr})")
+                        amdahl_speedup(p, s), "x", formula, f"1 / ((1 - {_num(p)}) + {_num(p)} / {s_expr})")
     else:
         section.notes.append("give --attention-share (or --weights-bytes with --tokens/--lengths) for the "
                              "end-to-end bound; s is its limit when attention is the whole step")
@@ -578,11 +577,11 @@ def _geometry_sections(geom: CacheGeometry, work: _Workload | None, opts: Budget
                        tag: str) -> tuple[list[Section], int]:
     """Every section that depends on the geometry; returns them and the per-card bytes per token."""
     sections = [per_token_section(geom, work.lengths if work else (), tag)]
-    bpt, bpt_name = kv_bytes_per_token(geom), "bytes_per_token"
+    card, bpt_name = geom, "bytes_per_token"
     if opts.tp > 1 or opts.kv_replication is not None:
-        section, bpt = tensor_parallel_section(geom, opts.tp, opts.kv_replication, tag)
-        sections.append(section)
-        bpt_name = "card_bytes_per_token"
+        card, bpt_name = card_geometry(geom, opts.tp, opts.kv_replication), "card_bytes_per_token"
+        sections.append(tensor_parallel_section(geom, card, opts.tp, opts.kv_replication, tag))
+    bpt = kv_bytes_per_token(card)
     fits = None
     if opts.memory is not None:
         section, fits = capacity_section(bpt, bpt_name, work, opts, tag)
@@ -590,7 +589,9 @@ def _geometry_sections(geom: CacheGeometry, work: _Workload | None, opts: Budget
     if opts.bandwidth is not None:
         sections.append(decode_floor_section(bpt, bpt_name, work, opts, fits, tag))
     if geom.q_heads is not None:
-        sections.append(intensity_section(geom, tag))
+        sections.append(intensity_section(card, tag))
+        if card is not geom:
+            sections[-1].notes.append("per card: q_heads = q_heads / tp, kv_heads = kv_heads_per_card")
     return sections, bpt
 
 
@@ -614,7 +615,7 @@ def build_report(geom: CacheGeometry, opts: BudgetOptions) -> list[Section]:
 # ----------------------------------------------------------------------------------------- rendering
 
 UNITS_LINE = ("units: KiB/MiB/GiB/TiB = 2^10/2^20/2^30/2^40 B (binary); KB/MB/GB/TB = 10^3/10^6/10^9/10^12 B "
-              "and TB/s = 10^12 B/s (decimal); time in seconds")
+              "and TB/s = 10^12 B/s (decimal); JSON times in seconds")
 
 
 def _geometry_line(geom: CacheGeometry, source: str) -> str:
@@ -636,9 +637,8 @@ def _human(value: Fraction, unit: str) -> str:
         for name, scale in (("s", 1), ("ms", 10**3), ("us", 10**6)):
             if value * scale >= 1 or name == "us":
                 return f"{float(value * scale):.3f} {name}"
-    if value.denominator == 1:
-        return f"{value.numerator} {unit}"
-    return f"{float(value):.3f} {unit}"
+    text = str(value.numerator) if value.denominator == 1 else f"{float(value):.3f}"
+    return f"{text} {unit}".rstrip()
 
 
 def render_text(sections: Sequence[Section], geom: CacheGeometry, source: str) -> str:
@@ -656,10 +656,17 @@ def _json_value(value: Fraction) -> int | float:
     return value.numerator if value.denominator == 1 else float(value)
 
 
-def render_json(sections: Sequence[Section], geom: CacheGeometry, source: str) -> str:
+def render_json(sections: Sequence[Section], geom: CacheGeometry, opts: BudgetOptions, source: str) -> str:
+    optional = (lambda value: None if value is None else _json_value(Fraction(value)))
     document = {
-        "units": {**{k: v for k, v in BINARY_UNITS.items()}, **DECIMAL_UNITS, "TB/s": 10**12,
-                  "time": "s", "values": "B, s, FLOP/B as named by each figure's unit"},
+        "units": {"binary": BINARY_UNITS, "decimal": DECIMAL_UNITS, "bandwidth": "B/s (1 TB/s = 10^12 B/s)",
+                  "time": "s"},
+        "inputs": {"lengths": [{"tokens": n, "weight": _json_value(w)} for n, w in opts.lengths],
+                   "memory": opts.memory, "reserve": opts.reserve, "block_size": opts.block_size,
+                   "tp": opts.tp, "kv_replication": opts.kv_replication,
+                   "bandwidth": optional(opts.bandwidth), "weights_bytes": opts.weights_bytes,
+                   "batch_sizes": list(opts.batch_sizes), "kv_quant": opts.kv_quant,
+                   "attention_share": optional(opts.attention_share)},
         "geometry": {"source": source, "layers": geom.layers, "kv_heads": geom.kv_heads,
                      "head_dim": geom.head_dim, "kv_lora_rank": geom.kv_lora_rank, "rope_dim": geom.rope_dim,
                      "q_heads": geom.q_heads, "dtype": geom.dtype, "dtype_bytes": geom.dtype_bytes},
@@ -756,12 +763,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         geom = resolve_geometry(args)
-        sections = build_report(geom, options_from_args(args))
+        opts = options_from_args(args)
+        sections = build_report(geom, opts)
     except BudgetError as err:
         parser.error(str(err))
     source = str(args.config) if args.config else "flags"
-    render = render_json if args.format == "json" else render_text
-    sys.stdout.write(render(sections, geom, source))
+    if args.format == "json":
+        sys.stdout.write(render_json(sections, geom, opts, source))
+    else:
+        sys.stdout.write(render_text(sections, geom, source))
     return 0
 
 
