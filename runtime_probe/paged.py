@@ -1,0 +1,107 @@
+"""Readers of key/value blocks: contiguous tensors, paged caches, int8 antiquant.
+
+A reader returns the keys [start, stop) of one batch as an (N, stop - start, D) tensor in the compute
+dtype, so that only one block is ever converted, gathered or dequantised at a time.
+Paged addressing (reference_semantics.md section 5): logical position s of batch b lives in block
+``block_table[b, s // block_size]`` at offset ``s % block_size``. Antiquant (section 6.2):
+``x = (int8 + offset) * scale``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+Reader = Callable[[int, int, int], torch.Tensor]
+"""(batch, start, stop) -> (N, stop - start, D) in the compute dtype."""
+
+
+@dataclass(frozen=True)
+class Dequant:
+    """Per-tensor or per-channel antiquant parameters, broadcastable to (N, S, D)."""
+
+    scale: torch.Tensor
+    offset: torch.Tensor | None
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.offset) * self.scale if self.offset is not None else x * self.scale
+
+
+def dequant(
+    scale: torch.Tensor | None, offset: torch.Tensor | None, heads: int, dim: int, name: str, dtype: torch.dtype
+) -> Dequant | None:
+    """Per-tensor (one element) or per-channel (N*D elements) parameters; other granularities raise."""
+    if scale is None:
+        if offset is not None:
+            raise ValueError(f"{name} offset given without its scale")
+        return None
+
+    def shaped(t: torch.Tensor, what: str) -> torch.Tensor:
+        if t.numel() == 1:
+            return t.reshape(1, 1, 1).to(dtype)
+        if t.numel() == heads * dim:
+            return t.reshape(heads, 1, dim).to(dtype)
+        raise NotImplementedError(
+            f"{what} of shape {tuple(t.shape)}: only per-tensor and per-channel (N*D) antiquant is implemented"
+        )
+
+    return Dequant(shaped(scale, f"{name} scale"), None if offset is None else shaped(offset, f"{name} offset"))
+
+
+def _convert(x: torch.Tensor, dtype: torch.dtype, params: Dequant | None) -> torch.Tensor:
+    x = x.to(dtype)
+    return params.apply(x) if params is not None else x
+
+
+def contiguous_reader(batches: list[torch.Tensor], dtype: torch.dtype, params: Dequant | None) -> Reader:
+    """Reader over per-batch (N, S_b, D) views of an ordinary key or value tensor."""
+
+    def read(batch: int, start: int, stop: int) -> torch.Tensor:
+        return _convert(batches[batch][:, start:stop], dtype, params)
+
+    return read
+
+
+def heads_major_cache(cache: torch.Tensor, block_size: int, heads: int, prefer_heads_major: bool) -> torch.Tensor:
+    """View a paged cache as (blocks, N, block_size, D).
+
+    Accepted: (blocks, bs, N*D), (blocks, bs, N, D) and (blocks, N, bs, D); when N == block_size the
+    4-D form is ambiguous and follows the query layout (BNSD/TND queries use the heads-major cache).
+    """
+    if cache.dim() == 3:
+        if cache.shape[1] != block_size or cache.shape[2] % heads:
+            raise ValueError(f"paged cache {tuple(cache.shape)} is not (blocks, {block_size}, {heads}*D)")
+        return cache.unflatten(-1, (heads, cache.shape[2] // heads)).transpose(1, 2)
+    if cache.dim() != 4:
+        raise NotImplementedError(f"a {cache.dim()}-D paged cache (NZ layout) is not implemented")
+    tokens_major = cache.shape[1:3] == (block_size, heads)
+    heads_major = cache.shape[1:3] == (heads, block_size)
+    if not (tokens_major or heads_major):
+        raise ValueError(
+            f"paged cache {tuple(cache.shape)} is neither (blocks, {block_size}, {heads}, D) "
+            f"nor (blocks, {heads}, {block_size}, D)"
+        )
+    if heads_major and (prefer_heads_major or not tokens_major):
+        return cache
+    return cache.transpose(1, 2)
+
+
+def paged_reader(
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    block_size: int,
+    dtype: torch.dtype,
+    params: Dequant | None,
+) -> Reader:
+    """Reader that gathers only the blocks covering [start, stop) of a (blocks, N, bs, D) cache view."""
+
+    def read(batch: int, start: int, stop: int) -> torch.Tensor:
+        first, last = start // block_size, (stop - 1) // block_size
+        ids = block_table[batch, first : last + 1].to(device=cache.device, dtype=torch.long)
+        blocks = cache[ids].transpose(0, 1).flatten(1, 2)
+        offset = first * block_size
+        return _convert(blocks[:, start - offset : stop - offset], dtype, params)
+
+    return read

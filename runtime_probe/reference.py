@@ -1,0 +1,554 @@
+"""Exact float32 reference of the torch_npu inference-attention and KV-cache write operators.
+
+Each public function takes the operator's own positional and keyword arguments, with the defaults of the
+registered schema (``kvlint.catalogue``), and returns what the operator returns. Computation runs on the
+inputs' device in float32 (float64 when the query is float64) with a block-wise online softmax, so no
+[S1, S2] score matrix is ever built. Options that are not implemented raise ``NotImplementedError``
+naming the argument; reserved arguments that the operator itself ignores are ignored.
+Semantics: reference_semantics.md (sections 1-6, 9; the section 10 choices are noted where they apply).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kvlint import catalogue
+from kvlint.runtime_probe.cache_writes import (
+    npu_scatter_nd_update,
+    npu_scatter_nd_update_,
+    scatter_update,
+    scatter_update_,
+)
+from kvlint.runtime_probe.layouts import (
+    Layout,
+    batch_lengths,
+    cumulative_spans,
+    head_dim,
+    parse_layout,
+    result_shapes,
+    split_heads,
+)
+from kvlint.runtime_probe.masks import (
+    UNBOUNDED,
+    band,
+    check_sparse_mode,
+    check_template,
+    user_masks,
+)
+from kvlint.runtime_probe.online_softmax import BatchProblem, attend
+from kvlint.runtime_probe.paged import (
+    Dequant,
+    Reader,
+    contiguous_reader,
+    dequant,
+    heads_major_cache,
+    paged_reader,
+)
+
+__all__ = [
+    "fused_infer_attention_score",
+    "fused_infer_attention_score_v2",
+    "incre_flash_attention",
+    "prompt_flash_attention",
+    "scatter_update",
+    "scatter_update_",
+    "npu_scatter_nd_update",
+    "npu_scatter_nd_update_",
+]
+
+_NOT_IMPLEMENTED = {
+    catalogue.FIA_V1: (
+        "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2",
+        "query_padding_size", "kv_padding_size", "key_shared_prefix", "value_shared_prefix",
+        "actual_shared_prefix_len",
+    ),
+    catalogue.FIA_V2: (
+        "dequant_scale_query", "quant_scale_out", "quant_offset_out", "quant_scale_p", "query_dtype",
+        "key_dtype", "value_dtype", "query_rope_dtype", "key_rope_dtype", "dequant_scale_query_dtype",
+        "dequant_scale_key_dtype", "dequant_scale_value_dtype", "out_dtype",
+    ),
+    catalogue.IFA: ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "kv_padding_size"),
+    catalogue.PFA: ("deq_scale1", "quant_scale1", "deq_scale2", "quant_scale2", "quant_offset2"),
+}  # fmt: skip
+"""Arguments (quantised I/O, left padding, shared prefix, dtype reinterpretation) that must stay None.
+Reserved arguments that the device ignores (``padding_mask``, ``key_rope_antiquant_scale``,
+``dequant_scale_key_rope``, the unused v2 ``*_shared_prefix_dtype``) and ``inner_precise`` (a precision
+hint; this reference is exact) are accepted and ignored."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One attention call in operator-neutral terms (FIA v1 vocabulary)."""
+
+    op: str
+    layout: str
+    heads: int
+    kv_heads: int
+    scale: float
+    q_lengths: list[int] | None
+    kv_lengths: list[int] | None
+    mask: torch.Tensor | None
+    pse: torch.Tensor | None
+    sparse_mode: int
+    pre_tokens: int
+    next_tokens: int
+    block_table: torch.Tensor | None
+    block_size: int
+    query_rope: torch.Tensor | None
+    key_rope: torch.Tensor | None
+    key_dequant: tuple[torch.Tensor | None, torch.Tensor | None]
+    value_dequant: tuple[torch.Tensor | None, torch.Tensor | None]
+    sink: torch.Tensor | None
+    with_lse: bool
+    decode_rules: bool
+    """FIA only: with one query token (non-varlen, no rope) sparse_mode and pre/next are ignored."""
+
+
+def bind(op_name: str, keywords: dict[str, object]) -> dict[str, object]:
+    """All keyword-only arguments of ``op_name``: the given ones, the rest from the schema defaults."""
+    op = catalogue.lookup(op_name)
+    accepted = {p.name for p in op.params if p.kw_only}
+    unknown = sorted(set(keywords) - accepted)
+    if unknown:
+        raise TypeError(f"{op_name}() got an unexpected keyword argument {unknown[0]!r}")
+    return {p.name: keywords.get(p.name, p.default) for p in op.params if p.kw_only}
+
+
+def _reject_not_implemented(op_name: str, args: dict[str, object]) -> None:
+    for name in _NOT_IMPLEMENTED[op_name]:
+        if args[name] is not None:
+            raise NotImplementedError(f"{op_name}: argument {name!r} is not implemented by the kvlint reference")
+
+
+def _reject_modes(op_name: str, args: dict[str, object], names: tuple[str, ...]) -> None:
+    for name in names:
+        if args[name] != 0:
+            raise NotImplementedError(
+                f"{op_name}: {name}={args[name]} is not implemented (only 0: per-tensor/per-channel antiquant)"
+            )
+
+
+def fused_infer_attention_score(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``npu_fused_infer_attention_score`` (v1): returns (attention_out, softmax_lse)."""
+    op = catalogue.FIA_V1
+    a = bind(op, keywords)
+    _reject_not_implemented(op, a)
+    _reject_modes(op, a, ("antiquant_mode", "key_antiquant_mode", "value_antiquant_mode"))
+    split = a["key_antiquant_scale"] is not None or a["value_antiquant_scale"] is not None
+    if split:  # the KV-separated parameters take precedence over the combined ones (section 6.2)
+        key_dequant = (a["key_antiquant_scale"], a["key_antiquant_offset"])
+        value_dequant = (a["value_antiquant_scale"], a["value_antiquant_offset"])
+    else:
+        key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"])
+    return _attention(
+        query,
+        key,
+        value,
+        _Call(
+            op=op,
+            layout=a["input_layout"],
+            heads=a["num_heads"],
+            kv_heads=a["num_key_value_heads"],
+            scale=a["scale"],
+            q_lengths=a["actual_seq_lengths"],
+            kv_lengths=a["actual_seq_lengths_kv"],
+            mask=a["atten_mask"],
+            pse=a["pse_shift"],
+            sparse_mode=a["sparse_mode"],
+            pre_tokens=a["pre_tokens"],
+            next_tokens=a["next_tokens"],
+            block_table=a["block_table"],
+            block_size=a["block_size"],
+            query_rope=a["query_rope"],
+            key_rope=a["key_rope"],
+            key_dequant=key_dequant,
+            value_dequant=value_dequant,
+            sink=None,
+            with_lse=bool(a["softmax_lse_flag"]),
+            decode_rules=True,
+        ),
+    )
+
+
+def fused_infer_attention_score_v2(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``npu_fused_infer_attention_score_v2``: returns (attention_out, softmax_lse); adds learnable_sink."""
+    op = catalogue.FIA_V2
+    a = bind(op, keywords)
+    _reject_not_implemented(op, a)
+    _reject_modes(op, a, ("query_quant_mode", "key_quant_mode", "value_quant_mode"))
+    return _attention(
+        query,
+        key,
+        value,
+        _Call(
+            op=op,
+            layout=a["input_layout"],
+            heads=a["num_query_heads"],
+            kv_heads=a["num_key_value_heads"],
+            scale=a["softmax_scale"],
+            q_lengths=a["actual_seq_qlen"],
+            kv_lengths=a["actual_seq_kvlen"],
+            mask=a["atten_mask"],
+            pse=a["pse_shift"],
+            sparse_mode=a["sparse_mode"],
+            pre_tokens=a["pre_tokens"],
+            next_tokens=a["next_tokens"],
+            block_table=a["block_table"],
+            block_size=a["block_size"],
+            query_rope=a["query_rope"],
+            key_rope=a["key_rope"],
+            key_dequant=(a["dequant_scale_key"], a["dequant_offset_key"]),
+            value_dequant=(a["dequant_scale_value"], a["dequant_offset_value"]),
+            sink=a["learnable_sink"],
+            with_lse=bool(a["return_softmax_lse"]),
+            decode_rules=True,
+        ),
+    )
+
+
+def incre_flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> torch.Tensor:
+    """``npu_incre_flash_attention`` (decode): its ``actual_seq_lengths`` are the KV lengths."""
+    op = catalogue.IFA
+    a = bind(op, keywords)
+    _reject_not_implemented(op, a)
+    key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"])
+    out, _ = _attention(
+        query,
+        key,
+        value,
+        _Call(
+            op=op,
+            layout=a["input_layout"],
+            heads=a["num_heads"],
+            kv_heads=a["num_key_value_heads"],
+            scale=a["scale_value"],
+            q_lengths=None,
+            kv_lengths=a["actual_seq_lengths"],
+            mask=a["atten_mask"],
+            pse=a["pse_shift"],
+            sparse_mode=0,
+            pre_tokens=UNBOUNDED,
+            next_tokens=UNBOUNDED,
+            block_table=a["block_table"],
+            block_size=a["block_size"],
+            query_rope=None,
+            key_rope=None,
+            key_dequant=key_dequant,
+            value_dequant=value_dequant,
+            sink=None,
+            with_lse=False,
+            decode_rules=False,
+        ),
+    )
+    return out
+
+
+def prompt_flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> torch.Tensor:
+    """``npu_prompt_flash_attention`` (prefill). Note its default ``next_tokens=0``."""
+    op = catalogue.PFA
+    a = bind(op, keywords)
+    _reject_not_implemented(op, a)
+    out, _ = _attention(
+        query,
+        key,
+        value,
+        _Call(
+            op=op,
+            layout=a["input_layout"],
+            heads=a["num_heads"],
+            kv_heads=a["num_key_value_heads"],
+            scale=a["scale_value"],
+            q_lengths=a["actual_seq_lengths"],
+            kv_lengths=a["actual_seq_lengths_kv"],
+            mask=a["atten_mask"],
+            pse=a["pse_shift"],
+            sparse_mode=a["sparse_mode"],
+            pre_tokens=a["pre_tokens"],
+            next_tokens=a["next_tokens"],
+            block_table=None,
+            block_size=0,
+            query_rope=None,
+            key_rope=None,
+            key_dequant=(None, None),
+            value_dequant=(None, None),
+            sink=None,
+            with_lse=False,
+            decode_rules=False,
+        ),
+    )
+    return out
+
+
+def _combined_antiquant(
+    scale: torch.Tensor | None, offset: torch.Tensor | None
+) -> tuple[tuple[torch.Tensor | None, torch.Tensor | None], tuple[torch.Tensor | None, torch.Tensor | None]]:
+    """Split the combined ``antiquant_scale/offset`` (leading dim 2: key, value)."""
+    if scale is None:
+        return (None, offset), (None, offset)
+    if scale.shape[0] != 2 or (offset is not None and offset.shape[0] != 2):
+        raise ValueError(f"antiquant_scale/offset need a leading dim of 2 (key, value), got {tuple(scale.shape)}")
+    return (scale[0], None if offset is None else offset[0]), (scale[1], None if offset is None else offset[1])
+
+
+@dataclass(frozen=True)
+class _Batches:
+    """Per-batch query/output views, lengths and KV readers of one call."""
+
+    queries: list[torch.Tensor]
+    rope_queries: list[torch.Tensor] | None
+    outputs: list[torch.Tensor]
+    lses: list[torch.Tensor] | None
+    q_lens: list[int]
+    kv_lens: list[int]
+    read_key: Reader
+    read_value: Reader
+
+
+def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call: _Call) -> tuple[torch.Tensor, torch.Tensor]:
+    layout = parse_layout(call.layout)
+    if call.layout not in catalogue.LAYOUTS[call.op]:
+        raise ValueError(f"{call.op} does not accept input_layout={call.layout!r}")
+    heads, kv_heads = call.heads, call.kv_heads or call.heads
+    if heads <= 0 or kv_heads <= 0 or heads % kv_heads:
+        raise ValueError(f"num_heads={heads} must be a positive multiple of num_key_value_heads={kv_heads}")
+    if query.dtype in (torch.int8, torch.uint8) or key.dtype == torch.int32:
+        raise NotImplementedError("query: int8 full quantisation and int4 (int32-packed) KV are not implemented")
+    if (call.query_rope is None) != (call.key_rope is None):
+        raise ValueError("query_rope and key_rope must be given together")
+    check_sparse_mode(call.sparse_mode)
+    _check_head_dims(query, key, layout, heads, kv_heads, call)
+    dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
+    paged = call.block_table is not None
+    out_shape, lse_shape = result_shapes(query, value, layout, heads, kv_heads, paged, call.with_lse)
+    out = torch.zeros(out_shape, dtype=query.dtype, device=query.device)
+    lse = (
+        torch.full(lse_shape, torch.inf, dtype=dtype, device=query.device)
+        if call.with_lse
+        else torch.empty(lse_shape, dtype=torch.float32, device=query.device)
+    )
+    batches = _batches(query, key, value, out, lse if call.with_lse else None, layout, heads, kv_heads, call, dtype)
+    single_token = not layout.varlen and split_heads(query, layout.inputs, heads).shape[2] == 1
+    sparse_mode, pre_tokens, next_tokens, mask = call.sparse_mode, call.pre_tokens, call.next_tokens, call.mask
+    if call.decode_rules and single_token and call.query_rope is None:
+        pre_tokens = next_tokens = UNBOUNDED
+        if sparse_mode in (2, 3, 4):
+            sparse_mode, mask = 0, None
+    masks = _user_masks(mask, sparse_mode, single_token, len(batches.q_lens))
+    pses = _batch_tensor(call.pse, "pse_shift", len(batches.q_lens), layout)
+    for b, (q_len, kv_len) in enumerate(zip(batches.q_lens, batches.kv_lens)):
+        batch_mask = None if masks is None else masks[b if masks.shape[0] > 1 else 0]
+        batch_pse = None if pses is None else pses[b if pses.shape[0] > 1 else 0]
+        for name, extra in (("atten_mask", batch_mask), ("pse_shift", batch_pse)):
+            if extra is not None and (extra.shape[-2] < q_len or extra.shape[-1] < kv_len):
+                raise ValueError(f"{name} of shape {tuple(extra.shape)} does not cover S1={q_len}, S2={kv_len}")
+        problem = BatchProblem(
+            read_query=_query_reader(batches, b, dtype),
+            read_key=_bind_batch(batches.read_key, b),
+            read_value=_bind_batch(batches.read_value, b),
+            q_len=q_len,
+            kv_len=kv_len,
+            heads=heads,
+            kv_heads=kv_heads,
+            scale=float(call.scale),
+            band=band(sparse_mode, pre_tokens, next_tokens, q_len, kv_len, batch_mask is not None),
+            mask=batch_mask,
+            pse=batch_pse,
+            sink=call.sink,
+        )
+        attend(problem, batches.outputs[b], None if batches.lses is None else batches.lses[b], dtype)
+    return out, lse
+
+
+def _check_head_dims(query: torch.Tensor, key: torch.Tensor, layout: Layout, heads: int, kv_heads: int, call: _Call) -> None:
+    """Query D (+ rope D) must equal key D (+ rope D); value D may differ (it sets the output D)."""
+    paged = call.block_table is not None
+    q_dim = split_heads(query, layout.inputs, heads).shape[-1]
+    k_dim = head_dim(key, layout.inputs, kv_heads, paged)
+    if call.query_rope is not None:
+        q_dim += split_heads(call.query_rope, layout.inputs, heads).shape[-1]
+        k_dim += head_dim(call.key_rope, layout.inputs, kv_heads, paged)
+    if q_dim != k_dim:
+        raise ValueError(f"query head dim {q_dim} differs from key head dim {k_dim} (rope included)")
+
+
+def _bind_batch(read: Reader, batch: int) -> Callable[[int, int], torch.Tensor]:
+    return lambda start, stop: read(batch, start, stop)
+
+
+def _query_reader(batches: _Batches, b: int, dtype: torch.dtype) -> Callable[[int, int], torch.Tensor]:
+    """Query rows [start, stop) of batch b; with MLA the rope part is concatenated to the nope part."""
+
+    def read(start: int, stop: int) -> torch.Tensor:
+        rows = batches.queries[b][:, start:stop].to(dtype)
+        if batches.rope_queries is None:
+            return rows
+        return torch.cat([rows, batches.rope_queries[b][:, start:stop].to(dtype)], dim=-1)
+
+    return read
+
+
+def _user_masks(mask: torch.Tensor | None, sparse_mode: int, single_token: bool, batch: int) -> torch.Tensor | None:
+    """The (B|1, S1, S2) user mask of modes 0/1; modes 2-4 only check the template."""
+    if sparse_mode in (2, 3, 4):
+        check_template(mask, sparse_mode)
+        return None
+    if mask is None:
+        if sparse_mode == 1:
+            raise ValueError("sparse_mode=1 requires a full atten_mask")
+        return None
+    masks = user_masks(mask, single_token)
+    if masks.shape[0] not in (1, batch):
+        raise ValueError(f"atten_mask of shape {tuple(mask.shape)} does not match batch={batch}")
+    return masks
+
+
+def _batch_tensor(pse: torch.Tensor | None, name: str, batch: int, layout: Layout) -> torch.Tensor | None:
+    """``pse_shift`` as (B|1, Nq, S1, S2)."""
+    if pse is None:
+        return None
+    if layout.varlen:
+        raise NotImplementedError(f"{name} with a TND/NTD layout is not implemented")
+    if pse.dim() != 4 or pse.shape[0] not in (1, batch):
+        raise ValueError(f"{name} must be (B or 1, Nq, S1, S2), got {tuple(pse.shape)}")
+    return pse
+
+
+def _batches(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor | None,
+    layout: Layout,
+    heads: int,
+    kv_heads: int,
+    call: _Call,
+    dtype: torch.dtype,
+) -> _Batches:
+    form = layout.inputs
+    q_view = split_heads(query, form, heads)
+    rope_view = None if call.query_rope is None else split_heads(call.query_rope, form, heads)
+    out_view = split_heads(out, layout.output, heads)
+    q_name = catalogue.QUERY_LENGTHS_PARAM.get(call.op, "actual_seq_lengths")
+    if layout.varlen:
+        spans = cumulative_spans(call.q_lengths, q_view.shape[1], q_name)
+        queries = [q_view[:, start:stop] for start, stop in spans]
+        rope_queries = None if rope_view is None else [rope_view[:, start:stop] for start, stop in spans]
+        outputs = [out_view[:, start:stop] for start, stop in spans]
+        lses = None if lse is None else [lse[start:stop, :, 0].transpose(0, 1) for start, stop in spans]
+        q_lens = [stop - start for start, stop in spans]
+    else:
+        batch, q_seq = q_view.shape[0], q_view.shape[2]
+        queries = list(q_view.unbind(0))
+        rope_queries = None if rope_view is None else list(rope_view.unbind(0))
+        outputs = list(out_view.unbind(0))
+        lses = None if lse is None else list(lse[..., 0].unbind(0))
+        single_token_ignores_lengths = call.decode_rules and q_seq == 1
+        q_lens = batch_lengths(None if single_token_ignores_lengths else call.q_lengths, batch, q_seq, q_name)
+    key_params, value_params = _dequant_params(key, value, call, layout, kv_heads, dtype)
+    readers = _paged_readers if call.block_table is not None else _contiguous_readers
+    kv_lens, read_key, read_value = readers(key, value, call, layout, len(q_lens), kv_heads, dtype, key_params, value_params)
+    return _Batches(queries, rope_queries, outputs, lses, q_lens, kv_lens, read_key, read_value)
+
+
+def _dequant_params(
+    key: torch.Tensor, value: torch.Tensor, call: _Call, layout: Layout, kv_heads: int, dtype: torch.dtype
+) -> tuple[Dequant | None, Dequant | None]:
+    """Antiquant parameters of an int8 key and value; they must not come with floating-point KV."""
+    params = []
+    for name, tensor, (scale, offset) in (("key", key, call.key_dequant), ("value", value, call.value_dequant)):
+        if tensor.dtype == torch.int8:
+            if scale is None:
+                raise ValueError(f"an int8 {name} needs its antiquant scale")
+            dim = head_dim(tensor, layout.inputs, kv_heads, call.block_table is not None)
+            params.append(dequant(scale, offset, kv_heads, dim, f"{name} antiquant", dtype))
+        elif scale is not None or offset is not None:
+            raise ValueError(f"{name} antiquant parameters given, but {name} is {tensor.dtype}, not int8")
+        else:
+            params.append(None)
+    return params[0], params[1]
+
+
+def _with_rope(read_key: Reader, read_rope: Reader) -> Reader:
+    """MLA: the scores use concat(key, key_rope); the value stays the nope/latent part."""
+    return lambda batch, start, stop: torch.cat([read_key(batch, start, stop), read_rope(batch, start, stop)], dim=-1)
+
+
+def _contiguous_readers(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    call: _Call,
+    layout: Layout,
+    batch: int,
+    kv_heads: int,
+    dtype: torch.dtype,
+    key_params: Dequant | None,
+    value_params: Dequant | None,
+) -> tuple[list[int], Reader, Reader]:
+    """KV lengths and readers of ordinary key/value tensors (cumulative lengths for TND/NTD)."""
+    form, name = layout.inputs, catalogue.KV_LENGTHS_PARAM[call.op]
+    key_view, value_view = split_heads(key, form, kv_heads), split_heads(value, form, kv_heads)
+    if key_view.shape[:-1] != value_view.shape[:-1]:
+        raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} differ in more than D")
+    if layout.varlen:
+        spans = cumulative_spans(call.kv_lengths, key_view.shape[1], name)
+        if len(spans) != batch:
+            raise ValueError(f"{name} has {len(spans)} entries, the query lengths {batch}")
+        kv_lens = [stop - start for start, stop in spans]
+
+        def per_batch(view: torch.Tensor) -> list[torch.Tensor]:
+            return [view[:, start:stop] for start, stop in spans]
+
+    else:
+        if key_view.shape[0] != batch:
+            raise ValueError(f"key batch {key_view.shape[0]} differs from query batch {batch}")
+        kv_lens = batch_lengths(call.kv_lengths, batch, key_view.shape[2], name)
+
+        def per_batch(view: torch.Tensor) -> list[torch.Tensor]:
+            return list(view.unbind(0))
+
+    read_key = contiguous_reader(per_batch(key_view), dtype, key_params)
+    if call.key_rope is not None:
+        rope = contiguous_reader(per_batch(split_heads(call.key_rope, form, kv_heads)), dtype, None)
+        read_key = _with_rope(read_key, rope)
+    return kv_lens, read_key, contiguous_reader(per_batch(value_view), dtype, value_params)
+
+
+def _paged_readers(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    call: _Call,
+    layout: Layout,
+    batch: int,
+    kv_heads: int,
+    dtype: torch.dtype,
+    key_params: Dequant | None,
+    value_params: Dequant | None,
+) -> tuple[list[int], Reader, Reader]:
+    """KV lengths and readers of paged caches. The KV lengths are per batch, also with TND queries
+    (reference_semantics.md section 3 and section 10, point 4: the vllm-ascend convention)."""
+    name, table, block_size = catalogue.KV_LENGTHS_PARAM[call.op], call.block_table, call.block_size
+    if block_size <= 0:
+        raise ValueError(f"block_size={block_size} must be positive with a block_table")
+    if call.kv_lengths is None:
+        raise ValueError(f"{name} is required with a block_table (paged attention)")
+    if table.dim() != 2 or table.shape[0] < batch:
+        raise ValueError(f"block_table must be 2-D [batch, blocks] with batch >= {batch}, got {tuple(table.shape)}")
+    kv_lens = batch_lengths(call.kv_lengths, batch, table.shape[1] * block_size, name)
+    prefer_heads_major = layout.inputs in ("BNSD", "NSD", "TND", "NTD")
+
+    def reader(cache: torch.Tensor, params: Dequant | None) -> Reader:
+        view = heads_major_cache(cache, block_size, kv_heads, prefer_heads_major)
+        return paged_reader(view, table, block_size, dtype, params)
+
+    read_key = reader(key, key_params)
+    if call.key_rope is not None:
+        read_key = _with_rope(read_key, reader(call.key_rope, None))
+    return kv_lens, read_key, reader(value, value_params)

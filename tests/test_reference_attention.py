@@ -1,0 +1,314 @@
+"""The reference agrees with the naive float64 model (tests/naive_attention.py) on randomised cases.
+
+Each case builds canonical per-batch data, packs it into the operator's layout (padding with noise that
+must be ignored), calls the reference with the operator's own argument spelling and compares with the
+naive model: max |error| < 1e-5 on outputs and finite lse, and identical +inf positions of the lse.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from dataclasses import dataclass, field
+
+import torch
+
+from kvlint import catalogue
+from kvlint.runtime_probe import reference
+from tests.naive_attention import BIG, allowed_matrix, naive_attention, pack, pack_lse, paged_cache
+
+TOLERANCE = 1e-5
+OPS = {
+    "v1": reference.fused_infer_attention_score,
+    "v2": reference.fused_infer_attention_score_v2,
+    "ifa": reference.incre_flash_attention,
+    "pfa": reference.prompt_flash_attention,
+}
+
+
+@dataclass
+class Case:
+    """One call. Lengths are per batch; ``paged`` names a cache layout of ``naive_attention.paged_cache``."""
+
+    layout: str = "BSH"
+    heads: int = 4
+    ratio: int = 1
+    dim: int = 16
+    value_dim: int = 16
+    q_lens: list[int] = field(default_factory=lambda: [5, 3])
+    kv_lens: list[int] = field(default_factory=lambda: [7, 9])
+    q_pad: int = 0
+    kv_pad: int = 0
+    sparse_mode: int = 0
+    pre: int = BIG
+    nxt: int = BIG
+    user_mask: bool = False
+    pse: bool = False
+    paged: str | None = None
+    block_size: int = 16
+    rope_dim: int = 0
+    lse: bool = True
+    sink: bool = False
+    antiquant: str | None = None
+    """None, "split" (v1 key/value_antiquant_*, v2 dequant_*) or "combined" (v1/IFA antiquant_*)."""
+    op: str = "v1"
+    seed: int = 0
+    dtype: torch.dtype = torch.float32
+
+
+def random_lengths(rng: random.Random, batch: int, low: int, high: int) -> list[int]:
+    return [rng.randint(low, high) for _ in range(batch)]
+
+
+def run(case: Case) -> tuple[float, float]:
+    """Run the reference and the naive model on ``case``; return (max |d out|, max |d lse|)."""
+    gen = torch.Generator().manual_seed(case.seed)
+    kv_heads = case.heads // case.ratio
+    inputs, outputs = case.layout.partition("_")[0], case.layout.partition("_")[2] or case.layout.partition("_")[0]
+    varlen = inputs in ("TND", "NTD")
+    batch = len(case.q_lens)
+    q_pad = max(case.q_lens) + case.q_pad
+    kv_pad = max(case.kv_lens) + case.kv_pad
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen).to(case.dtype)
+
+    queries = [randn(case.heads, s, case.dim) for s in case.q_lens]
+    keys = [randn(kv_heads, s, case.dim) for s in case.kv_lens]
+    values = [randn(kv_heads, s, case.value_dim) for s in case.kv_lens]
+    q_ropes = [randn(case.heads, s, case.rope_dim) for s in case.q_lens]
+    k_ropes = [randn(kv_heads, s, case.rope_dim) for s in case.kv_lens]
+    kw: dict[str, object] = {"num_heads": case.heads, "scale": 1 / math.sqrt(case.dim), "input_layout": case.layout}
+    if case.ratio > 1:
+        kw["num_key_value_heads"] = kv_heads
+    naive_keys, naive_values = keys, values
+    if case.antiquant:
+        scale_k, scale_v = randn(kv_heads * case.dim).abs() / 40 + 0.01, randn(kv_heads * case.value_dim).abs() / 40 + 0.01
+        off_k, off_v = randn(kv_heads * case.dim).round(), randn(kv_heads * case.value_dim).round()
+        keys = [(k * 40).round().clamp(-128, 127).to(torch.int8) for k in keys]
+        values = [(v * 40).round().clamp(-128, 127).to(torch.int8) for v in values]
+        naive_keys = [(k.double() + off_k.double().view(kv_heads, 1, -1)) * scale_k.double().view(kv_heads, 1, -1) for k in keys]
+        naive_values = [(v.double() + off_v.double().view(kv_heads, 1, -1)) * scale_v.double().view(kv_heads, 1, -1) for v in values]
+        if case.antiquant == "split":
+            kw.update(key_antiquant_scale=scale_k, key_antiquant_offset=off_k,
+                      value_antiquant_scale=scale_v, value_antiquant_offset=off_v)  # fmt: skip
+        else:
+            assert case.dim == case.value_dim
+            kw.update(antiquant_scale=torch.stack([scale_k, scale_v]).view(2, kv_heads, 1, case.dim),
+                      antiquant_offset=torch.stack([off_k, off_v]).view(2, kv_heads, case.dim))  # fmt: skip
+
+    single_token = not varlen and q_pad == 1
+    decode_rules = single_token and case.rope_dim == 0 and case.op in ("v1", "v2")
+    if varlen:
+        kw["actual_seq_lengths"] = list(itertools_accumulate(case.q_lens))
+    elif case.op != "ifa":
+        kw["actual_seq_lengths"] = case.q_lens
+    kw["query"] = pack(queries, inputs, q_pad)
+    if case.rope_dim:
+        kw["query_rope"] = pack(q_ropes, inputs, q_pad)
+    if case.paged:
+        table_width = math.ceil(kv_pad / case.block_size) + 1
+        kw["key"], table = paged_cache(keys, case.block_size, case.paged, table_width, gen)
+        kw["value"] = _same_table(values, case, table, kw["key"].shape[0])
+        if case.rope_dim:
+            kw["key_rope"] = _same_table(k_ropes, case, table, kw["key"].shape[0])
+        kw.update(block_table=table, block_size=case.block_size, actual_seq_lengths_kv=case.kv_lens)
+        kv_pad = table_width * case.block_size
+    else:
+        kw["key"], kw["value"] = pack(keys, inputs, kv_pad), pack(values, inputs, kv_pad)
+        if case.rope_dim:
+            kw["key_rope"] = pack(k_ropes, inputs, kv_pad)
+        kw["actual_seq_lengths_kv"] = list(itertools_accumulate(case.kv_lens)) if varlen else case.kv_lens
+
+    user_mask = None
+    if case.sparse_mode in (2, 3, 4):
+        kw["atten_mask"] = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    elif case.user_mask:
+        user_mask = torch.rand(batch, q_pad, kv_pad, generator=gen) < 0.3
+        kw["atten_mask"] = user_mask.unsqueeze(1).to(torch.int8)
+    pse = None
+    if case.pse:
+        pse = randn(batch, case.heads, q_pad, kv_pad)
+        kw["pse_shift"] = pse
+    kw.update(sparse_mode=case.sparse_mode, pre_tokens=case.pre, next_tokens=case.nxt)
+    sink = randn(case.heads) if case.sink else None
+    if sink is not None:
+        kw["learnable_sink"] = sink
+    kw["softmax_lse_flag"] = case.lse
+
+    allowed = []
+    for b, (s1, s2) in enumerate(zip(case.q_lens, case.kv_lens)):
+        mask_b = None if user_mask is None else user_mask[b, :s1, :s2]
+        if decode_rules:
+            allowed.append(allowed_matrix(0 if case.sparse_mode != 1 else 1, BIG, BIG, s1, s2, mask_b)
+                           if case.sparse_mode in (0, 1) else torch.ones(s1, s2, dtype=torch.bool))  # fmt: skip
+        else:
+            allowed.append(allowed_matrix(case.sparse_mode, case.pre, case.nxt, s1, s2, mask_b))
+    naive_q = [torch.cat([q, r], -1) for q, r in zip(queries, q_ropes)]
+    naive_k = [torch.cat([k.double(), r.double()], -1) for k, r in zip(naive_keys, k_ropes)]
+    naive_pse = None if pse is None else [pse[b, :, :s1, :s2] for b, (s1, s2) in enumerate(zip(case.q_lens, case.kv_lens))]
+    want_out, want_lse = naive_attention(naive_q, naive_k, naive_values, kw["scale"], allowed, sink, naive_pse)
+
+    got_out, got_lse = _call(case, kw)
+    expected = pack(want_out, outputs, q_pad, fill="zeros")
+    assert got_out.shape == expected.shape, (got_out.shape, expected.shape)
+    out_err = (got_out.double() - expected).abs().max().item() if expected.numel() else 0.0
+    lse_err = 0.0
+    if case.lse and got_lse is not None:
+        expected_lse = pack_lse(want_lse, varlen, q_pad)
+        assert got_lse.shape == expected_lse.shape, (got_lse.shape, expected_lse.shape)
+        assert torch.equal(torch.isinf(got_lse), torch.isinf(expected_lse)), "empty rows must have lse +inf"
+        finite = torch.isfinite(expected_lse)
+        lse_err = (got_lse.double()[finite] - expected_lse[finite]).abs().max().item() if finite.any() else 0.0
+    elif got_lse is not None:
+        assert got_lse.shape == (0,)
+    return out_err, lse_err
+
+
+def itertools_accumulate(lengths: list[int]) -> list[int]:
+    """Cumulative sums, as TND layouts take them."""
+    total, out = 0, []
+    for n in lengths:
+        total += n
+        out.append(total)
+    return out
+
+
+def _same_table(batches: list[torch.Tensor], case: Case, table: torch.Tensor, blocks: int) -> torch.Tensor:
+    """A second cache (value or key_rope) addressed through the same block table as the key cache."""
+    n, d = batches[0].shape[0], batches[0].shape[-1]
+    tokens = torch.randn(blocks, case.block_size, n, d).to(batches[0].dtype)
+    for b, x in enumerate(batches):
+        for pos in range(x.shape[1]):
+            tokens[int(table[b, pos // case.block_size]), pos % case.block_size] = x[:, pos]
+    if case.paged == "BnBsH":
+        return tokens.reshape(blocks, case.block_size, n * d)
+    if case.paged == "BnBsND":
+        return tokens
+    return tokens.permute(0, 2, 1, 3).contiguous()
+
+
+def _call(case: Case, kw: dict[str, object]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Call the operator of ``case`` with its own spelling of the arguments."""
+    q, k, v = kw.pop("query"), kw.pop("key"), kw.pop("value")
+    if case.op == "v1":
+        return OPS["v1"](q, k, v, **kw)
+    if case.op == "v2":
+        renamed = {catalogue.V1_TO_V2.get(name, name): value for name, value in kw.items()}
+        return OPS["v2"](q, k, v, **renamed)
+    if case.op == "ifa":
+        kw = {("scale_value" if n == "scale" else "actual_seq_lengths" if n == "actual_seq_lengths_kv" else n): x
+              for n, x in kw.items() if n not in ("sparse_mode", "pre_tokens", "next_tokens", "softmax_lse_flag")}  # fmt: skip
+        return OPS["ifa"](q, k, v, **kw), None
+    kw = {("scale_value" if n == "scale" else n): x for n, x in kw.items() if n != "softmax_lse_flag"}
+    return OPS["pfa"](q, k, v, **kw), None
+
+
+def assert_agrees(case: Case) -> None:
+    out_err, lse_err = run(case)
+    tolerance = 1e-12 if case.dtype == torch.float64 else TOLERANCE
+    assert out_err < tolerance and lse_err < tolerance, (case, out_err, lse_err)
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4, 8])
+@pytest.mark.parametrize("layout", sorted(catalogue.FIA_LAYOUTS))
+def test_every_layout_and_gqa_ratio(layout: str, ratio: int) -> None:
+    rng = random.Random(f"{layout}/{ratio}")
+    batch = 1 if layout.startswith("NSD") else 3
+    for sparse_mode in (0, 3):
+        assert_agrees(
+            Case(
+                layout=layout, heads=8, ratio=ratio, value_dim=rng.choice([8, 16, 24]),
+                q_lens=random_lengths(rng, batch, 2, 9), kv_lens=random_lengths(rng, batch, 0, 14),
+                q_pad=rng.randint(0, 3), kv_pad=rng.randint(0, 3), sparse_mode=sparse_mode, seed=rng.randint(0, 10**6),
+            )
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("sparse_mode", [0, 1, 2, 3, 4])
+def test_every_sparse_mode_with_random_lengths_and_band(sparse_mode: int) -> None:
+    rng = random.Random(sparse_mode)
+    for _ in range(16):
+        batch = rng.randint(1, 3)
+        band_value = lambda: rng.choice([BIG, rng.randint(-3, 16)])  # noqa: E731
+        assert_agrees(
+            Case(
+                layout=rng.choice(["BSH", "BNSD", "BSND_NBSD", "TND", "NTD_TND"]), heads=4, ratio=rng.choice([1, 2, 4]),
+                q_lens=random_lengths(rng, batch, 1, 14), kv_lens=random_lengths(rng, batch, 0, 20),
+                q_pad=rng.randint(0, 2), kv_pad=rng.randint(0, 2), sparse_mode=sparse_mode,
+                pre=band_value(), nxt=band_value(), user_mask=sparse_mode == 1 or rng.random() < 0.7,
+                seed=rng.randint(0, 10**6),
+            )
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("cache_layout", ["BnBsH", "BnBsND", "BnNBsD"])
+@pytest.mark.parametrize("layout", ["BSH", "BSND", "BNSD", "TND"])
+def test_paged_caches_with_shuffled_block_tables(layout: str, cache_layout: str) -> None:
+    rng = random.Random(f"{layout}/{cache_layout}")
+    for decode in (True, False):
+        batch = rng.randint(1, 3)
+        q_lens = [1] * batch if decode else random_lengths(rng, batch, 1, 9)
+        assert_agrees(
+            Case(
+                layout=layout, heads=8, ratio=rng.choice([1, 2, 8]), q_lens=q_lens,
+                kv_lens=[rng.randint(max(q, 1), 70) for q in q_lens], paged=cache_layout, block_size=16,
+                sparse_mode=0 if decode else 3, user_mask=decode and rng.random() < 0.5, seed=rng.randint(0, 10**6),
+            )
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("paged", [None, "BnBsH", "BnNBsD"])
+def test_mla_rope_is_concatenated_for_scores_only(paged: str | None) -> None:
+    rng = random.Random(str(paged))
+    for q_lens, sparse_mode in (([1, 1], 0), ([4, 2], 3), ([3, 5], 4)):
+        assert_agrees(
+            Case(
+                layout=rng.choice(["BSH", "BNSD"]) if paged != "BnNBsD" else "BNSD", heads=8, ratio=8, dim=32,
+                value_dim=rng.choice([32, 16]), rope_dim=8, q_lens=q_lens, kv_lens=[rng.randint(5, 40) for _ in q_lens],
+                paged=paged, sparse_mode=sparse_mode, pre=3, nxt=0, seed=rng.randint(0, 10**6),
+            )
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("lse", [True, False])
+def test_softmax_lse_requested_or_empty(lse: bool) -> None:
+    for op in ("v1", "v2"):
+        assert_agrees(Case(op=op, lse=lse, q_lens=[4, 0, 6], kv_lens=[0, 3, 8], sparse_mode=3))
+
+
+def test_learnable_sink_joins_the_denominator() -> None:
+    rng = random.Random(5)
+    for layout in ("BSH", "TND", "BNSD"):
+        assert_agrees(
+            Case(op="v2", layout=layout, sink=True, heads=4, ratio=2, q_lens=random_lengths(rng, 2, 1, 8),
+                 kv_lens=random_lengths(rng, 2, 0, 12), sparse_mode=rng.choice([0, 3, 4]), pre=4, nxt=0,
+                 seed=rng.randint(0, 10**6))
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(("op", "antiquant"), [("v1", "split"), ("v1", "combined"), ("v2", "split"), ("ifa", "combined")])
+def test_int8_antiquant_per_channel(op: str, antiquant: str) -> None:
+    for paged in (None, "BnBsH"):
+        q_lens = [1, 1] if op == "ifa" else [3, 2]
+        assert_agrees(Case(op=op, antiquant=antiquant, heads=4, ratio=2, q_lens=q_lens, kv_lens=[9, 20], paged=paged))
+
+
+@pytest.mark.parametrize("layout", ["BSH", "BSND", "BNSD"])
+def test_incre_flash_attention_reads_kv_lengths(layout: str) -> None:
+    for paged, mask in ((None, True), ("BnBsH", False)):
+        assert_agrees(Case(op="ifa", layout=layout, heads=8, ratio=4, q_lens=[1, 1, 1], kv_lens=[3, 17, 30],
+                           kv_pad=2, paged=paged, user_mask=mask, lse=False))  # fmt: skip
+
+
+@pytest.mark.parametrize("sparse_mode", [0, 1, 2, 3, 4])
+def test_prompt_flash_attention(sparse_mode: int) -> None:
+    for layout in ("BSH", "BNSD_BSND", "TND"):
+        assert_agrees(Case(op="pfa", layout=layout, sparse_mode=sparse_mode, user_mask=sparse_mode < 2,
+                           q_lens=[6, 9], kv_lens=[11, 9], pre=5, nxt=1, lse=False))  # fmt: skip
+
+
+def test_float64_inputs_compute_in_float64() -> None:
+    assert_agrees(Case(dtype=torch.float64, layout="BNSD", heads=4, ratio=2, sparse_mode=4, pre=2, nxt=1))
