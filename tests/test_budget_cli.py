@@ -14,6 +14,7 @@ import ast
 import json
 import math
 import operator
+import shlex
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,13 @@ def test_every_printed_expression_reproduces_its_figure(capsys: pytest.CaptureFi
                 assert float(exact) == pytest.approx(figure["value"], rel=1e-12), key
             checked += 1
     assert checked > 20
+
+
+def test_docs_worked_example_is_the_real_output(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "budget.md").read_text()
+    block = doc.split("```console\n$ kvlint-budget ", 1)[1].split("```", 1)[0]
+    command, expected = block.split("\n", 1)
+    assert run(capsys, *shlex.split(command)) == expected
 
 
 # ------------------------------------------------------------------------------------------- bad input
