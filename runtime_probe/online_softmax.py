@@ -59,7 +59,7 @@ def _query_block(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     group = p.heads // p.kv_heads
     count = rows[1] - rows[0]
-    query = p.read_query(*rows)
+    query = p.read_query(*rows) * p.scale  # scaling the query instead of each score tile saves a pass
     device = query.device
     query = query.reshape(p.kv_heads, group * count, -1)
     running_max = torch.full((p.kv_heads, group, count), -torch.inf, dtype=dtype, device=device)
@@ -68,17 +68,17 @@ def _query_block(
     key_start, key_stop = p.band.key_range(rows[0], rows[1], p.kv_len)
     for col_start in range(key_start, key_stop, key_block):
         cols = (col_start, min(key_stop, col_start + key_block))
-        scores = torch.matmul(query, p.read_key(*cols).transpose(1, 2)) * p.scale
+        scores = torch.matmul(query, p.read_key(*cols).transpose(1, 2))
         scores = scores.view(p.kv_heads, group, count, cols[1] - cols[0])
         if p.pse is not None:
             bias = p.pse[:, rows[0] : rows[1], cols[0] : cols[1]].to(dtype)
-            scores = scores + bias.reshape(p.kv_heads, group, count, -1)
+            scores.add_(bias.reshape(p.kv_heads, group, count, -1))
         allowed = tile_allowed(p.band, rows, cols, p.mask, device)
         if allowed is not None:
-            scores = scores.masked_fill(~allowed, -torch.inf)
+            scores.masked_fill_(~allowed, -torch.inf)
         new_max = torch.maximum(running_max, scores.amax(-1))
         shift = torch.where(torch.isinf(new_max), torch.zeros_like(new_max), new_max)
-        weights = torch.exp(scores - shift.unsqueeze(-1))
+        weights = scores.sub_(shift.unsqueeze(-1)).exp_()
         rescale = torch.exp(running_max - shift)
         denominator = denominator * rescale + weights.sum(-1)
         acc = acc * rescale.reshape(p.kv_heads, -1, 1) + torch.matmul(
