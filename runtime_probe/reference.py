@@ -107,6 +107,16 @@ class _Call:
     """FIA only: with one query token (non-varlen, no rope) sparse_mode and pre/next are ignored."""
 
 
+def compute_dtype(query_dtype: torch.dtype) -> torch.dtype:
+    """float64 when the query is float64 (the precise mode), float32 otherwise."""
+    return torch.float64 if query_dtype == torch.float64 else torch.float32
+
+
+def lse_dtype(query_dtype: torch.dtype, with_lse: bool) -> torch.dtype:
+    """softmax_lse is float32 (float64 in the precise mode); the empty not-requested one is float32."""
+    return compute_dtype(query_dtype) if with_lse else torch.float32
+
+
 def bind(op_name: str, keywords: dict[str, object]) -> dict[str, object]:
     """All keyword-only arguments of ``op_name``: the given ones, the rest from the schema defaults."""
     op = catalogue.lookup(op_name)
@@ -324,15 +334,11 @@ def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call
         raise ValueError("query_rope and key_rope must be given together")
     check_sparse_mode(call.sparse_mode)
     _check_head_dims(query, key, layout, heads, kv_heads, call)
-    dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
+    dtype = compute_dtype(query.dtype)
     paged = call.block_table is not None
     out_shape, lse_shape = result_shapes(query, value, layout, heads, kv_heads, paged, call.with_lse)
     out = torch.zeros(out_shape, dtype=query.dtype, device=query.device)
-    lse = (
-        torch.full(lse_shape, torch.inf, dtype=dtype, device=query.device)
-        if call.with_lse
-        else torch.empty(lse_shape, dtype=torch.float32, device=query.device)
-    )
+    lse = torch.full(lse_shape, torch.inf, dtype=lse_dtype(query.dtype, call.with_lse), device=query.device)
     batches = _batches(query, key, value, out, lse if call.with_lse else None, layout, heads, kv_heads, call, dtype)
     single_token = not layout.varlen and split_heads(query, layout.inputs, heads).shape[2] == 1
     sparse_mode, pre_tokens, next_tokens, mask = call.sparse_mode, call.pre_tokens, call.next_tokens, call.mask
