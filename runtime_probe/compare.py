@@ -1,0 +1,149 @@
+"""Output checks of one attention call: non-finite values (KVL502) and the reference comparison (KVL501).
+
+Tolerance per element, by output dtype: ``|out - ref| <= max(|ref|, 1) * eps`` with eps 2^-7 (fp16),
+2^-6 (bf16), 1e-4 (fp32) (the ATB "single benchmark" rule, reference_semantics.md section 7). Rows the
+reference leaves at exactly 0 are fully masked (or past the valid length); the device output there is
+unspecified unless ``inner_precise`` has its row-correction bit (2), so such rows are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kvlint.catalogue import FIA_V1, FIA_V2, IFA, PFA, Operator
+from kvlint.runtime_probe.live_call import LiveCall
+
+EPSILON = {torch.float16: 2.0**-7, torch.bfloat16: 2.0**-6, torch.float32: 1e-4, torch.float64: 1e-4}
+ROW_CORRECTION = 2
+NOT_PASSED = frozenset({"query", "key", "value", "out", "workspace"})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    max_abs_err: float
+    max_rel_err: float
+    """max of |out - ref| / max(|ref|, 1), the quantity held against eps."""
+    tolerance: float
+    worst: tuple[int, int, int] | None
+    """(batch, head, token) of the largest relative error."""
+    shape_problem: str | None = None
+
+    @property
+    def mismatch(self) -> bool:
+        return self.shape_problem is not None or not self.max_rel_err <= self.tolerance
+
+    def message(self, dtype: torch.dtype) -> str:
+        if self.shape_problem:
+            return self.shape_problem
+        where = "" if self.worst is None else " at (batch {}, head {}, token {})".format(*self.worst)
+        return (f"output differs from the reference: max abs error {self.max_abs_err:.3g}, max rel error "
+                f"{self.max_rel_err:.3g} > {self.tolerance:.3g} ({dtype}){where}")
+
+
+def attention_output(result: object) -> torch.Tensor | None:
+    """The attention output of an operator result: FIA returns (out, lse), IFA/PFA the tensor."""
+    if isinstance(result, (tuple, list)):
+        result = result[0] if result else None
+    return result if isinstance(result, torch.Tensor) else None
+
+
+def nonfinite(output: torch.Tensor) -> str | None:
+    """KVL502 message when the output holds NaN or Inf."""
+    if not output.is_floating_point():
+        return None
+    finite = torch.isfinite(output)
+    if bool(finite.all()):
+        return None
+    nan, inf = int(torch.isnan(output).sum()), int(torch.isinf(output).sum())
+    return f"output has {nan} NaN and {inf} Inf value(s) out of {output.numel()}"
+
+
+def _reference_function(op: Operator) -> Callable[..., object]:
+    from kvlint.runtime_probe import reference
+
+    return {
+        FIA_V1: reference.fused_infer_attention_score,
+        FIA_V2: reference.fused_infer_attention_score_v2,
+        IFA: reference.incre_flash_attention,
+        PFA: reference.prompt_flash_attention,
+    }[op.name]
+
+
+def comparable(call: LiveCall, output: torch.Tensor | None) -> bool:
+    return (
+        call.is_attention and call.concrete and output is not None and output.dtype in EPSILON
+        and call.geometry() is not None
+    )  # fmt: skip
+
+
+def reference_output(call: LiveCall) -> torch.Tensor:
+    """The reference's attention output for the call's own arguments (only the non-default keywords)."""
+    keywords = {
+        param.name: call.args[param.name]
+        for param in call.op.params
+        if param.name not in NOT_PASSED and _differs(call.args[param.name], param.default)
+    }
+    with torch.no_grad():
+        result = _reference_function(call.op)(call.get("query"), call.get("key"), call.get("value"), **keywords)
+    output = attention_output(result)
+    if output is None:
+        raise TypeError(f"the reference returned {type(result).__name__}, not a tensor")
+    return output
+
+
+def _differs(value: object, default: object) -> bool:
+    if default is None or isinstance(value, torch.Tensor):
+        return value is not None
+    return type(value) is not type(default) or value != default
+
+
+def _canonical(x: torch.Tensor, form: str, heads: int) -> torch.Tensor | None:
+    """(B, N, S, D) view of an output in ``form`` (varlen forms give B = 1 and S = T)."""
+    if form == "BSH":
+        if x.dim() != 3 or heads <= 0 or x.shape[-1] % heads:
+            return None
+        return x.unflatten(-1, (heads, x.shape[-1] // heads)).transpose(1, 2)
+    permutations = {"BSND": (0, 2, 1, 3), "BNSD": (0, 1, 2, 3), "NBSD": (1, 0, 2, 3)}
+    if form in permutations:
+        return x.permute(permutations[form]) if x.dim() == 4 else None
+    if form == "TND":
+        return x.transpose(0, 1).unsqueeze(0) if x.dim() == 3 else None
+    if form in ("NTD", "NSD"):
+        return x.unsqueeze(0) if x.dim() == 3 else None
+    return None
+
+
+def compare(call: LiveCall, output: torch.Tensor, expected: torch.Tensor) -> Comparison:
+    """Element-wise comparison of the operator's output with the reference's, per the tolerance rule."""
+    tolerance = EPSILON[output.dtype]
+    if output.shape != expected.shape:
+        problem = f"output shape {list(output.shape)} differs from the reference's {list(expected.shape)}"
+        return Comparison(float("inf"), float("inf"), tolerance, None, problem)
+    layout = call.layout
+    form = layout.partition("_")[2] or layout.partition("_")[0]
+    actual = _canonical(output.detach().to(torch.float64), form, call.num_heads)
+    reference = _canonical(expected.detach().to(torch.float64), form, call.num_heads)
+    if actual is None or reference is None:
+        actual, reference = output.detach().double().reshape(1, 1, -1, 1), expected.double().reshape(1, 1, -1, 1)
+    error = (actual - reference).abs().nan_to_num(nan=float("inf"))
+    relative = error / reference.abs().clamp_min(1.0)
+    corrected = int(call.get("inner_precise") or 0) & ROW_CORRECTION  # type: ignore[call-overload]
+    if not corrected:
+        kept = (reference != 0).any(dim=-1, keepdim=True)
+        error, relative = torch.where(kept, error, 0.0), torch.where(kept, relative, 0.0)
+    if error.numel() == 0:
+        return Comparison(0.0, 0.0, tolerance, None)
+    worst = torch.unravel_index(relative.argmax(), relative.shape)
+    batch, head, token = (int(i) for i in worst[:3])
+    if form in ("TND", "NTD"):
+        batch, token = _varlen_batch(call, token), token
+    return Comparison(float(error.max()), float(relative.max()), tolerance, (batch, head, token))
+
+
+def _varlen_batch(call: LiveCall, token: int) -> int:
+    """The batch entry of a packed token, from the cumulative query lengths."""
+    cumulative = call.lengths(call.query_lengths_param) or []
+    return next((index for index, end in enumerate(cumulative) if token < end), 0)

@@ -1,0 +1,65 @@
+"""Fixtures shared by the probe tests: an activated probe with its own stream, and the stand-in loader.
+
+Import the fixtures into a test module (``from tests.probe_fixtures.harness import probe, standin``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kvlint.runtime_probe import probe as runtime_probe
+from kvlint.runtime_probe.config import Settings
+
+FIXTURES = Path(__file__).resolve().parent
+STANDIN_PATH = str(FIXTURES / "standin_npu")
+
+
+def marked_line(path: Path, marker: str) -> int:
+    """The 1-based number of the only line of ``path`` that ends with the comment ``# marker``."""
+    lines = [n for n, text in enumerate(path.read_text().splitlines(), 1) if text.rstrip().endswith(f"# {marker}")]
+    assert len(lines) == 1, f"{marker} marks {len(lines)} lines of {path}"
+    return lines[0]
+
+
+def codes(probe: runtime_probe.Probe) -> dict[str, int]:
+    """Finding code -> total count."""
+    totals: dict[str, int] = {}
+    for finding in probe.recorder.findings.values():
+        totals[finding.code] = totals.get(finding.code, 0) + finding.count
+    return totals
+
+
+@pytest.fixture
+def probe() -> Iterator[Callable[..., runtime_probe.Probe]]:
+    """``probe(**settings)`` activates a probe writing to a private stream; deactivated afterwards."""
+
+    def start(**settings: object) -> runtime_probe.Probe:
+        return runtime_probe.activate(Settings(**settings), stream=io.StringIO())  # type: ignore[arg-type]
+
+    yield start
+    runtime_probe.deactivate()
+
+
+@pytest.fixture
+def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ModuleType]]:
+    """``standin(variant)`` imports a fresh stand-in ``torch_npu`` (through the normal import system);
+    whatever ``torch_npu`` was loaded before (the emulator's) is put back afterwards."""
+    previous = sys.modules.get("torch_npu")
+
+    def load(variant: str = "good") -> ModuleType:
+        monkeypatch.setenv("KVLINT_TEST_STANDIN", variant)
+        sys.modules.pop("torch_npu", None)
+        return importlib.import_module("torch_npu")
+
+    monkeypatch.syspath_prepend(STANDIN_PATH)
+    yield load
+    sys.modules.pop("torch_npu", None)
+    if previous is not None:
+        sys.modules["torch_npu"] = previous

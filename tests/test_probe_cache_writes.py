@@ -1,0 +1,62 @@
+"""KVL505 (cache writes drifting across the layers of a step) and KVL508 (duplicate slots in one write)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.probe_fixtures import toy_model
+from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
+
+TOY_MODEL = Path(toy_model.__file__)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_model_that_advances_kv_len_once_per_step_has_no_drift(in_place, probe, standin):
+    running = probe(compare=False)
+    toy_model.generate(toy_model.Model(standin("good"), in_place=in_place))
+    assert codes(running) == {}
+    writes = [s for s in running.recorder.sites.values() if s.op.startswith("scatter_update")]
+    assert sum(site.validated for site in writes) == 2 * 3 * 4  # k and v, 3 layers, 4 steps
+
+
+@pytest.mark.parametrize(("in_place", "suffix"), [(True, ""), (False, ", out of place")])
+def test_a_model_that_advances_kv_len_inside_a_layer_is_reported_at_its_first_drifting_layer(
+    in_place, suffix, probe, standin
+):
+    running = probe(compare=False)
+    toy_model.generate(toy_model.Model(standin("good"), advance_inside=True, in_place=in_place))
+    drift = {f.line: f for f in running.recorder.findings.values() if f.code == "KVL505"}
+    assert set(drift) == {marked_line(TOY_MODEL, f"k write{suffix}"), marked_line(TOY_MODEL, f"v write{suffix}")}
+    assert {f.path for f in drift.values()} == {"tests/probe_fixtures/toy_model.py"}
+    first = drift[marked_line(TOY_MODEL, f"k write{suffix}")]
+    assert first.message.startswith("layer 1 of this step (call 2 here)")
+    assert "[3, 3]" in first.message and "[0, 0]" in first.message
+
+
+def test_one_layer_models_and_new_steps_do_not_drift(probe, standin):
+    running = probe(compare=False)
+    toy_model.generate(toy_model.Model(standin("good"), layers=1, advance_inside=True), decode_steps=5)
+    assert codes(running) == {}
+
+
+def test_duplicate_scatter_nd_indices_are_reported(probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    cache = torch.zeros(4, 8, 16)
+    torch_npu.npu_scatter_nd_update_(cache, torch.tensor([[0, 1], [2, 3]]), torch.ones(2, 16))
+    assert codes(running) == {}
+    torch_npu.npu_scatter_nd_update_(cache, torch.tensor([[0, 1], [2, 3], [0, 1]]), torch.ones(3, 16))
+    (finding,) = running.recorder.findings.values()
+    assert finding.code == "KVL508" and "[0, 1] appears 2 times" in finding.message
+
+
+def test_padding_slots_are_not_duplicates(probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    cache = torch.zeros(4, 16, 2, 16)
+    torch_npu.npu_scatter_pa_kv_cache(torch.ones(4, 2, 16), torch.ones(4, 2, 16), cache, cache.clone(),
+                                      torch.tensor([3, -1, -1, 4]), cache_mode="Norm")
+    assert codes(running) == {}

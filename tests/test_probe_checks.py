@@ -1,0 +1,131 @@
+"""Each argument check of the probe fires on a live call, under its rule code, at the user's line.
+
+The calls go through a hand-made ``torch_npu`` stand-in (tests/probe_fixtures/standin_npu); the checks
+themselves are also exercised directly on bound calls for the cases a stand-in cannot run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvlint.catalogue import FIA_V1, FIA_V2, IFA, OPERATORS, PFA
+from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
+from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
+from tests.probe_fixtures import user_calls
+from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
+
+USER_CALLS = Path(user_calls.__file__)
+USER_CALLS_PATH = "tests/probe_fixtures/user_calls.py"
+
+
+@pytest.mark.parametrize("code", sorted(user_calls.BAD_CALLS))
+def test_each_check_reports_its_code_at_the_calling_line(code, probe, standin):
+    running = probe(compare=False)
+    torch_npu = standin("good")
+    user_calls.BAD_CALLS[code](torch_npu)
+    sites = {(f.path, f.line) for f in running.recorder.findings.values() if f.code == code}
+    assert sites == {(USER_CALLS_PATH, marked_line(USER_CALLS, code))}
+
+
+def test_correct_calls_give_no_finding(probe, standin):
+    running = probe(compare=True, sample=None)
+    user_calls.clean_calls(standin("good"))
+    assert codes(running) == {}
+    assert sum(site.validated for site in running.recorder.sites.values()) == 5
+
+
+def check_codes(name: str, query, key, value, **keywords) -> set[str]:
+    """The codes the argument checks report for one call (bound like a live call, not run)."""
+    bound = bind(OPERATORS[name], (query, key, value), keywords)
+    assert bound is not None
+    call = LiveCall(OPERATORS[name], bound, is_concrete(list(bound.values())))
+    return {code for code, check in ARGUMENT_CHECKS.items() if check(call)}
+
+
+Q = torch.zeros(2, 4, 3, 16)
+K = torch.zeros(2, 2, 8, 16)
+TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+GOOD = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.25, sparse_mode=3, atten_mask=TEMPLATE)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "expected"),
+    [
+        ({}, set()),
+        ({"atten_mask": TEMPLATE.to(torch.float16)}, {"KVL201"}),
+        ({"atten_mask": TEMPLATE[None, None].to(torch.uint8)}, set()),
+        ({"atten_mask": TEMPLATE[:1024, :1024]}, {"KVL202"}),
+        ({"sparse_mode": 1, "atten_mask": torch.zeros(3, 7, dtype=torch.bool)}, {"KVL202"}),
+        ({"sparse_mode": 1, "atten_mask": torch.zeros(2, 1, 3, 8, dtype=torch.bool)}, set()),
+        ({"sparse_mode": 2, "atten_mask": None}, {"KVL203"}),
+        ({"num_key_value_heads": 0}, {"KVL506"}),
+        ({"num_heads": 8}, {"KVL506"}),
+        ({"input_layout": "BSND"}, {"KVL506"}),
+        ({"input_layout": "BSH"}, {"KVL106"}),
+        ({"input_layout": "bnsd"}, {"KVL106"}),
+        ({"key_rope": torch.zeros(2, 2, 8, 64)}, {"KVL108"}),
+        ({"actual_seq_lengths": [3, 3, 3]}, set()),
+        ({"actual_seq_lengths": [3, 4]}, {"KVL503"}),
+        ({"actual_seq_lengths_kv": [8]}, set()),
+        ({"actual_seq_lengths_kv": torch.tensor([8, 9])}, {"KVL503"}),
+        ({"actual_seq_lengths_kv": [-1, 8]}, {"KVL503"}),
+        ({"actual_seq_lengths_kv": [8, 5, 7]}, set()),
+        ({"sparse_mode": 0, "atten_mask": None}, {"KVL507"}),
+    ],
+)
+def test_argument_checks_on_bound_calls(keywords, expected):
+    assert check_codes(FIA_V1, Q, K, K, **{**GOOD, **keywords}) == expected
+
+
+def test_decode_ignores_sparse_mode_but_checks_lengths_against_the_single_query_token():
+    """FIA ignores sparse_mode for one query token without rope; a KV length list passed as the query
+    lengths (the IFA habit) exceeds S=1."""
+    q = torch.zeros(2, 4, 1, 16)
+    assert check_codes(FIA_V1, q, K, K, **{**GOOD, "atten_mask": None}) == set()
+    assert check_codes(FIA_V1, q, K, K, **{**GOOD, "actual_seq_lengths": [8, 8]}) == {"KVL503"}
+
+
+def test_varlen_lengths_must_be_cumulative_and_end_at_t():
+    q, k = torch.zeros(10, 4, 16), torch.zeros(10, 2, 16)
+    tnd = dict(num_query_heads=4, num_key_value_heads=2, input_layout="TND", softmax_scale=0.25, sparse_mode=3,
+               atten_mask=TEMPLATE)
+    assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[4, 10], actual_seq_kvlen=[4, 10]) == set()
+    assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[4, 6], actual_seq_kvlen=[4, 10]) == {"KVL503"}
+    assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[4, 10], actual_seq_kvlen=[6, 4]) == {"KVL503"}
+
+
+def test_paged_block_table_checks():
+    query, cache = torch.zeros(2, 1, 64), torch.zeros(6, 16, 32)
+    table = torch.tensor([[0, 1, -1], [2, -1, -1]], dtype=torch.int32)
+    paged = dict(num_heads=4, num_key_value_heads=2, scale=0.25, block_size=16, actual_seq_lengths_kv=[20, 16])
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table, **paged) == set()
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table + 5, **paged) == {"KVL504"}
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table[:1], **paged) == {"KVL504"}
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table[0], **paged) == {"KVL504"}
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table, **{**paged, "block_size": 8}) == {"KVL504"}
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table.long(), **paged) == {"KVL301"}
+    four_d = torch.zeros(6, 2, 16, 16)  # [blocks, Nkv, block_size, D]
+    assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **paged) == set()
+    assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **{**paged, "num_key_value_heads": 1}) == {"KVL506"}
+
+
+def test_gqa_ratio_and_head_dims():
+    assert check_codes(IFA, torch.zeros(2, 1, 64), torch.zeros(2, 8, 32), torch.zeros(2, 8, 32), num_heads=4,
+                       num_key_value_heads=2, scale_value=0.25) == set()
+    assert check_codes(IFA, torch.zeros(2, 1, 64), torch.zeros(2, 8, 48), torch.zeros(2, 8, 48), num_heads=4,
+                       num_key_value_heads=2, scale_value=0.25) == {"KVL506"}
+    assert check_codes(IFA, torch.zeros(2, 1, 130), torch.zeros(2, 8, 2), torch.zeros(2, 8, 2), num_heads=130,
+                       num_key_value_heads=2, scale_value=0.25) == {"KVL109"}
+    assert check_codes(PFA, Q, K, K, num_heads=4, num_key_value_heads=3, input_layout="BNSD", sparse_mode=3,
+                       atten_mask=TEMPLATE) == {"KVL109", "KVL506"}
+
+
+def test_meta_tensors_skip_value_reads_but_keep_shape_checks():
+    meta = dict(device="meta")
+    q, k = torch.zeros(2, 4, 3, 16, **meta), torch.zeros(2, 2, 8, 16, **meta)
+    lengths = torch.tensor([9, 9], **meta)
+    assert check_codes(FIA_V1, q, k, k, **{**GOOD, "actual_seq_lengths_kv": lengths}) == set()
+    assert check_codes(FIA_V1, q, k, k, **{**GOOD, "num_heads": 8}) == {"KVL506"}

@@ -1,0 +1,180 @@
+"""The probe's guarantees: transparency, strict mode, no exception into user code, thread safety,
+re-entrancy, quiet fake tensors, and wrapping whether torch_npu is imported before or after activation."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from kvlint.runtime_probe import ProbeError, checks
+from kvlint.runtime_probe.hooks import ProbedOp
+from tests.probe_fixtures import user_calls
+from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
+
+TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+THIS = "tests/test_probe_guarantees.py"
+
+
+def outputs_of_a_small_program(torch_npu) -> list[torch.Tensor]:
+    """Attention (prefill, decode, paged) and cache writes; every tensor the program ends up with."""
+    q, k, v = user_calls.qkv()
+    prefill, lse = torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    decode = torch_npu.npu_incre_flash_attention(q[:, :, :1].transpose(1, 2).flatten(-2), k.transpose(1, 2).flatten(-2),
+                                                 v.transpose(1, 2).flatten(-2), num_heads=4, num_key_value_heads=2,
+                                                 scale_value=0.25, actual_seq_lengths=[8, 5])
+    cache = torch.zeros(2, 2, 16, 16)
+    written = torch_npu.scatter_update_(cache, torch.tensor([3, 4]), k[:, :, :2], -2)
+    copied = torch_npu.scatter_update(cache, torch.tensor([0, 1]), k[:, :, :1], -2)
+    return [prefill, lse, decode, written, copied, cache, q, k, v]
+
+
+@pytest.mark.parametrize("settings", [{}, {"compare": False}, {"sample": None}])
+def test_outputs_are_bitwise_equal_with_the_probe_on_and_off(settings, probe, standin):
+    unprobed = outputs_of_a_small_program(standin("good"))
+    running = probe(**settings)
+    probed = outputs_of_a_small_program(standin("good"))
+    assert isinstance(sys.modules["torch_npu"].npu_fused_infer_attention_score, ProbedOp)
+    assert sum(site.validated for site in running.recorder.sites.values()) == 4
+    for before, after in zip(unprobed, probed, strict=True):
+        assert before.dtype == after.dtype and before.shape == after.shape
+        assert torch.equal(before.view(torch.uint8) if before.numel() else before,
+                           after.view(torch.uint8) if after.numel() else after)
+
+
+def test_the_operator_result_object_is_returned_itself(probe, standin):
+    probe()
+    torch_npu = standin("good")
+    cache = torch.zeros(2, 2, 16, 16)
+    assert torch_npu.scatter_update_(cache, torch.tensor([0, 1]), torch.ones(2, 2, 1, 16), -2) is cache
+
+
+def test_strict_mode_raises_at_the_first_error_with_the_call_site(probe, standin):
+    probe(strict=True)
+    torch_npu = standin("good")
+    with pytest.raises(ProbeError) as raised:
+        user_calls.bad_mask_missing(torch_npu)
+    line = marked_line(Path(user_calls.__file__), "KVL203")
+    assert (raised.value.code, raised.value.path, raised.value.line) == ("KVL203", "tests/probe_fixtures/user_calls.py", line)
+    assert f"user_calls.py:{line}: KVL203" in str(raised.value)
+
+
+def test_strict_mode_raises_on_output_mismatch_but_not_on_warnings(probe, standin):
+    running = probe(strict=True)
+    user_calls.bad_non_causal_prefill(standin("good"))  # KVL507 is a warning
+    assert codes(running) == {"KVL507": 1}
+    q, k, v = user_calls.qkv()
+    with pytest.raises(ProbeError, match="KVL501"):
+        standin("no_scale").npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+
+
+def test_a_failing_check_becomes_kvl599_and_the_call_returns_normally(probe, standin, monkeypatch):
+    def broken(call):
+        raise ZeroDivisionError("boom")
+
+    q, k, v = user_calls.qkv()
+    expected, _ = standin("good").npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    monkeypatch.setitem(checks.ARGUMENT_CHECKS, "KVL506", broken)
+    running = probe(strict=True)
+    out, _ = sys.modules["torch_npu"].npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    assert torch.equal(out, expected)
+    (finding,) = running.recorder.findings.values()
+    assert finding.code == "KVL599" and "KVL506" in finding.message and "ZeroDivisionError: boom" in finding.message
+
+
+def test_calls_that_do_not_fit_the_schema_are_counted_and_passed_through(probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    q, k, v = user_calls.qkv()
+    torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(num_query_heads=4))
+    (site,) = running.recorder.sites.values()
+    assert (site.calls, site.validated) == (1, 0)
+    assert codes(running) == {}
+
+
+def test_threads_share_consistent_counts(probe, standin):
+    running = probe(sample=3)
+    torch_npu = standin("no_scale")
+    q, k, v = user_calls.qkv()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(10):
+                torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(sparse_mode=0, atten_mask=None))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    (site,) = running.recorder.sites.values()
+    assert (site.calls, site.validated, site.compared) == (80, 80, 3)
+    assert codes(running) == {"KVL507": 80, "KVL501": 3}
+
+
+def test_calls_made_inside_a_probed_call_are_not_probed_again(probe, standin):
+    running = probe(sample=None)
+    torch_npu = standin("nested")
+    q, k, v = user_calls.qkv()
+    torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=4, num_key_value_heads=2, input_layout="BNSD",
+                                              scale=0.25)
+    assert [(site.op, site.calls, site.compared) for site in running.recorder.sites.values()] == [
+        ("npu_fused_infer_attention_score", 1, 1)
+    ]
+
+
+def test_a_call_through_a_torch_npu_helper_is_attributed_to_the_user_line(probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    q, k, v = user_calls.qkv()
+    torch_npu.attention_helper(q, k, v, **user_calls.causal(atten_mask=None))  # helper call
+    (site,) = running.recorder.sites.values()
+    assert (site.path, site.line) == (THIS, marked_line(Path(__file__), "helper call"))
+
+
+def test_fake_tensors_are_traced_quietly(probe, standin):
+    running = probe(sample=None)
+    torch_npu = standin("good")
+    with FakeTensorMode():
+        q, k, v = torch.randn(2, 4, 3, 16), torch.randn(2, 2, 8, 16), torch.randn(2, 2, 8, 16)
+        out, _ = torch_npu.npu_fused_infer_attention_score(
+            q, k, v, **user_calls.causal(actual_seq_lengths_kv=[8, 6])
+        )
+    assert isinstance(out, FakeTensor)
+    (site,) = running.recorder.sites.values()
+    assert (site.calls, site.validated, site.compared) == (1, 1, 0)
+    assert codes(running) == {}
+
+
+def test_torch_npu_imported_before_activation_is_wrapped_and_restored(probe, standin):
+    torch_npu = standin("good")
+    original = torch_npu.npu_fused_infer_attention_score
+    running = probe()
+    assert isinstance(torch_npu.npu_fused_infer_attention_score, ProbedOp)
+    user_calls.bad_mask_missing(torch_npu)
+    assert codes(running) == {"KVL203": 1}
+    from kvlint.runtime_probe import probe as runtime_probe
+
+    runtime_probe.deactivate()
+    assert torch_npu.npu_fused_infer_attention_score is original
+
+
+def test_torch_npu_imported_after_activation_is_wrapped_before_user_code_binds_names(probe, standin):
+    running = probe()
+    standin("good")
+    module = importlib.import_module("torch_npu")
+    from torch_npu import npu_fused_infer_attention_score  # noqa: PLC0415 - the point of the test
+
+    assert isinstance(npu_fused_infer_attention_score, ProbedOp)
+    assert module.__loader__.__class__.__name__ != "_HookedLoader"
+    user_calls.bad_mask_missing(module)
+    assert codes(running) == {"KVL203": 1}
