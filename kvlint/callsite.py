@@ -15,6 +15,9 @@ from astroid import nodes
 from astroid.const import Context
 
 from kvlint.catalogue import OPERATORS, Operator, lookup
+from kvlint.evaluate import values
+from kvlint.facts import UNKNOWN_VALUE, Alt, constant
+from kvlint.flow import EMPTY, Path
 from kvlint.names import qualified_name
 
 OPERATOR_NAMESPACES = ("torch_npu", "torch.ops.npu", "torchair.ops")
@@ -57,6 +60,23 @@ class CallSite:
     def absent(self, name: str) -> bool:
         """True when the call provably does not pass ``name``."""
         return not self.open_ended and self.argument(name) is None
+
+    def anchor(self, name: str) -> nodes.NodeNG:
+        """The node a finding about parameter ``name`` points at (the call when it is not passed)."""
+        if name in self.keywords:
+            return self.keywords[name].anchor
+        return self.argument(name) or self.call
+
+    def values(self, name: str, path: Path = EMPTY) -> list[Alt]:
+        """The values that reach parameter ``name`` on each path: the argument's, or the schema default when
+        the call provably omits it."""
+        expr = self.argument(name)
+        if expr is not None:
+            return values(expr, path)
+        param = self.operator.param(name)
+        if self.open_ended or param is None or param.required:
+            return [Alt(UNKNOWN_VALUE, path)]
+        return [Alt(constant(param.default), path)]
 
 
 def operator_for(qualname: str, wrappers: dict[str, str] | None = None) -> tuple[Operator, bool] | None:

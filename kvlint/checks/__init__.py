@@ -14,6 +14,25 @@ from kvlint.checks.arguments import (
     check_seq_lengths_kv_habit,
     check_tnd_missing_lengths,
 )
+from kvlint.checks.kv_cache import (
+    check_block_size_invalid,
+    check_block_size_missing,
+    check_block_table_dtype,
+    check_kv_len_mutated_in_layer,
+    check_kv_repeat,
+    check_kv_rmsnorm_unpack,
+    check_paged_without_kv_lengths,
+    check_scatter_result_discarded,
+)
+from kvlint.checks.masks import (
+    check_additive_mask_in_pse,
+    check_atten_mask_dtype,
+    check_atten_mask_polarity,
+    check_atten_mask_shape,
+    check_causal_top_left_with_cache,
+    check_sdpa_causal_over_cache,
+    check_sparse_mode_needs_mask,
+)
 from kvlint.checks.signature import check_positional_args, check_unknown_keyword, check_version_mix
 
 CALL_CHECKS = (
@@ -28,5 +47,21 @@ CALL_CHECKS = (
     check_gqa_heads,
     check_seq_lengths_kv_habit,
     check_tnd_missing_lengths,
+    check_atten_mask_dtype,
+    check_atten_mask_shape,
+    check_sparse_mode_needs_mask,
+    check_atten_mask_polarity,
+    check_additive_mask_in_pse,
+    check_causal_top_left_with_cache,
+    check_block_table_dtype,
+    check_block_size_missing,
+    check_paged_without_kv_lengths,
+    check_block_size_invalid,
+    check_scatter_result_discarded,
+    check_kv_repeat,
+    check_kv_rmsnorm_unpack,
 )
-MODULE_CHECKS = ()
+MODULE_CHECKS = (
+    check_sdpa_causal_over_cache,
+    check_kv_len_mutated_in_layer,
+)

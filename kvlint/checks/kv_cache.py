@@ -1,0 +1,299 @@
+"""Rules on the paged KV cache, cache writes and the kv_len lifecycle (KVL301-KVL308).
+
+Facts: torch_npu_ops.md sections 5.4 (paged attention), 6 (cache write operators) and 8 (S10-S12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from astroid import nodes
+
+from kvlint.callsite import CallSite
+from kvlint.catalogue import FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, KV_RMSNORM_OUTPUTS, OUT_OF_PLACE_SCATTER
+from kvlint.facts import KV_REPEAT
+from kvlint.finding import Issue
+from kvlint.flow import EMPTY, OUTER, Param, Path, reaching_definitions
+from kvlint.names import qualified_name
+
+if TYPE_CHECKING:
+    from kvlint.engine import Settings
+
+PAGED_OPERATORS = FIA | {IFA}
+"""Operators that take block_table / block_size."""
+BLOCK_ALIGNMENT = 16
+MAX_BLOCK_SIZE = 512
+MAX_MLA_BLOCK_SIZE = 1024
+NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+_SCOPES = (nodes.FunctionDef, nodes.ClassDef, nodes.Lambda)
+
+
+def _block_table_paths(site: CallSite) -> Iterator[Path]:
+    """The paths on which the call passes a block table that is not None."""
+    if site.name not in PAGED_OPERATORS or site.argument("block_table") is None:
+        return
+    for alt in site.values("block_table"):
+        if not alt.value.is_none:
+            yield alt.path
+
+
+def check_block_table_dtype(site: CallSite) -> Iterator[Issue]:
+    """KVL301: block_table is read as int32 block ids; an int64 table (``torch.arange`` and
+    ``torch.tensor`` of ints default to int64) is not validated and addresses the wrong blocks."""
+    if site.name not in PAGED_OPERATORS:
+        return
+    for alt in site.values("block_table"):
+        value = alt.value
+        if value.tensor and value.dtype is not None and value.dtype != "int32":
+            origin = value.origin
+            where = f" (built at line {origin.lineno})" if origin is not None and origin.lineno != site.call.lineno else ""
+            yield Issue("KVL301", site.anchor("block_table"),
+                        f"block_table is {value.dtype}{where}; {site.name} reads int32 block ids: build it with "
+                        "dtype=torch.int32 or pass block_table.to(torch.int32)")
+            return
+
+
+def check_block_size_missing(site: CallSite) -> Iterator[Issue]:
+    """KVL302: with a block table the operator needs the cache's block size; the default 0 does not
+    describe any cache."""
+    for path in _block_table_paths(site):
+        sizes = site.values("block_size", path)
+        if any(alt.value.const == 0 and not isinstance(alt.value.const, bool) for alt in sizes):
+            given = "block_size=0" if site.argument("block_size") is not None else "no block_size (default 0)"
+            yield Issue("KVL302", site.anchor("block_size") if site.argument("block_size") else site.call,
+                        f"block_table given with {given}: pass the cache's block size (block_size=128)")
+            return
+
+
+def check_paged_without_kv_lengths(site: CallSite) -> Iterator[Issue]:
+    """KVL303: paged attention needs the per-batch KV lengths (FIA v1 actual_seq_lengths_kv, v2
+    actual_seq_kvlen, IFA actual_seq_lengths): without them the operator cannot tell how much of each
+    sequence's blocks hold valid keys."""
+    param = KV_LENGTHS_PARAM.get(site.name)
+    if param is None:
+        return
+    for path in _block_table_paths(site):
+        if any(alt.value.is_none for alt in site.values(param, path)):
+            yield Issue("KVL303", site.anchor("block_table"),
+                        f"block_table given without the KV lengths: pass {param}=<per-batch KV lengths>"
+                        + (" (the KV lengths in IFA)" if site.name == IFA else ""))
+            return
+
+
+def _block_size_problem(size: int, mla: bool) -> str | None:
+    limit = MAX_MLA_BLOCK_SIZE if mla else MAX_BLOCK_SIZE
+    if size < 0:
+        return "is negative"
+    if size % BLOCK_ALIGNMENT:
+        return f"is not a multiple of {BLOCK_ALIGNMENT}"
+    if size > limit:
+        return f"is above {limit}" + ("" if mla else " (the limit outside MLA)")
+    return None
+
+
+def check_block_size_invalid(site: CallSite) -> Iterator[Issue]:
+    """KVL304: documented block sizes: a multiple of 16 (32 for int8 KV), at most 512 outside MLA
+    (MLA D=512: multiple of 16, at most 1024); 128 is the recommended size."""
+    mla = site.argument("query_rope") is not None
+    for path in _block_table_paths(site):
+        for alt in site.values("block_size", path):
+            size = alt.value.const
+            if not isinstance(size, int) or isinstance(size, bool) or size == 0:
+                continue
+            problem = _block_size_problem(size, mla)
+            if problem is not None:
+                yield Issue("KVL304", site.anchor("block_size"),
+                            f"block_size={size} {problem}: {site.name} takes a multiple of {BLOCK_ALIGNMENT} "
+                            f"up to {MAX_MLA_BLOCK_SIZE if mla else MAX_BLOCK_SIZE} (128 recommended)")
+                return
+
+
+def _never_read(name: str, frame: nodes.NodeNG) -> bool:
+    return not any(use.name == name for use in frame.nodes_of_class(nodes.Name))
+
+
+def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
+    """KVL306: out-of-place ``scatter_update`` / ``npu_scatter_nd_update`` return an updated copy and leave
+    the cache unchanged; a bare call (or a result nobody reads) writes nothing."""
+    if site.name not in OUT_OF_PLACE_SCATTER:
+        return
+    parent = site.call.parent
+    discarded = isinstance(parent, nodes.Expr)
+    if (isinstance(parent, nodes.Assign) and len(parent.targets) == 1
+            and isinstance(parent.targets[0], nodes.AssignName)):
+        discarded = _never_read(parent.targets[0].name, site.call.frame())
+    if discarded:
+        yield Issue("KVL306", site.call,
+                    f"{site.name} returns an updated copy and leaves the cache unchanged, and the result is "
+                    f"discarded: call {site.name}_ to write in place, or assign the result back to the cache")
+
+
+def check_kv_repeat(site: CallSite) -> Iterator[Issue]:
+    """KVL307: FIA/IFA/PFA take KV with fewer heads (GQA) through num_key_value_heads; repeating the KV heads
+    to the query head count first copies the cache (memory, bandwidth) for nothing."""
+    if site.name not in INFERENCE_ATTENTION:
+        return
+    for name in ("key", "value"):
+        if any(alt.value.has(KV_REPEAT) for alt in site.values(name)):
+            yield Issue("KVL307", site.anchor(name),
+                        f"{name} is a repeat_interleave / expand+reshape copy of the KV heads: {site.name} "
+                        "handles GQA itself; pass the KV tensor as it is with num_key_value_heads=<KV heads>")
+
+
+def _unpacking_targets(site: CallSite) -> Iterator[nodes.Tuple | nodes.List]:
+    """The tuple targets the call's result is unpacked into, directly or through one local name."""
+    parent = site.call.parent
+    if not isinstance(parent, nodes.Assign) or len(parent.targets) != 1:
+        return
+    target = parent.targets[0]
+    if isinstance(target, (nodes.Tuple, nodes.List)):
+        yield target
+        return
+    if not isinstance(target, nodes.AssignName):
+        return
+    for statement in site.call.frame().nodes_of_class(nodes.Assign):
+        value = statement.value
+        if not (isinstance(value, nodes.Name) and value.name == target.name and len(statement.targets) == 1
+                and isinstance(statement.targets[0], (nodes.Tuple, nodes.List))):
+            continue
+        reaching = reaching_definitions(target.name, value, EMPTY)
+        if reaching and all(definition is target for definition, _ in reaching):
+            yield statement.targets[0]
+
+
+def check_kv_rmsnorm_unpack(site: CallSite) -> Iterator[Issue]:
+    """KVL308: npu_kv_rmsnorm_rope_cache returns 4 outputs (k_cache, ckv_cache, k_rope, c_kv), _v2 returns
+    2 (k_rope, c_kv), _v2_functional 4 (k_rope, c_kv, k_cache, ckv_cache): a migration that keeps the old
+    unpacking raises, or silently swaps caches and rope outputs."""
+    expected = KV_RMSNORM_OUTPUTS.get(site.name)
+    if expected is None:
+        return
+    for target in _unpacking_targets(site):
+        if any(isinstance(e, nodes.Starred) for e in target.elts) or len(target.elts) == expected:
+            continue
+        order = {
+            "npu_kv_rmsnorm_rope_cache": "(k_cache, ckv_cache, k_rope, c_kv)",
+            "npu_kv_rmsnorm_rope_cache_v2": "(k_rope, c_kv)",
+            "npu_kv_rmsnorm_rope_cache_v2_functional": "(k_rope, c_kv, k_cache, ckv_cache)",
+        }[site.name]
+        yield Issue("KVL308", target,
+                    f"{site.name} returns {expected} outputs {order}, unpacked here into {len(target.elts)} names")
+
+
+# KVL305 -------------------------------------------------------------------------------------------------
+
+
+def is_nn_module(cls: nodes.ClassDef, _seen: frozenset[int] = frozenset()) -> bool:
+    """True when a base of the class resolves to torch.nn.Module, directly or through classes of the module."""
+    if id(cls) in _seen:
+        return False
+    for base in cls.bases:
+        if qualified_name(base) in NN_MODULE:
+            return True
+        if isinstance(base, nodes.Name):
+            _, bindings = base.lookup(base.name)
+            if len(bindings) == 1 and isinstance(bindings[0], nodes.ClassDef) and is_nn_module(
+                bindings[0], _seen | {id(cls)}
+            ):
+                return True
+    return False
+
+
+def forward_path(cls: nodes.ClassDef) -> list[nodes.FunctionDef]:
+    """``forward`` and the methods of the class it calls through ``self.``, transitively."""
+    forward = cls.locals.get("forward", [])
+    found = [f for f in forward if isinstance(f, nodes.FunctionDef)][:1]
+    for method in found:
+        for call in method.nodes_of_class(nodes.Call):
+            func = call.func
+            if isinstance(func, nodes.Attribute) and isinstance(func.expr, nodes.Name) and func.expr.name == "self":
+                called = [m for m in cls.locals.get(func.attrname, []) if isinstance(m, nodes.FunctionDef)]
+                if len(called) == 1 and called[0] not in found:
+                    found.append(called[0])
+    return found
+
+
+def _walk(node: nodes.NodeNG) -> Iterator[nodes.NodeNG]:
+    """The nodes of a function body, nested functions and classes aside."""
+    for child in node.get_children():
+        if isinstance(child, _SCOPES):
+            continue
+        yield child
+        yield from _walk(child)
+
+
+class _Tracked:
+    """Which expressions stand for the runner's length variable inside one method."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def name_of(self, expr: nodes.NodeNG) -> str | None:
+        """The tracked name ``expr`` refers to (``kv_len``, ``self.kv_len``, ``meta.kv_len[i]``), or None."""
+        if isinstance(expr, nodes.Subscript):
+            return self.name_of(expr.value)
+        if isinstance(expr, (nodes.Attribute, nodes.AssignAttr)) and expr.attrname in self.names:
+            return expr.as_string()
+        if isinstance(expr, (nodes.Name, nodes.AssignName)) and expr.name in self.names and _shared(expr):
+            return expr.name
+        return None
+
+
+def _shared(name: nodes.Name | nodes.AssignName) -> bool:
+    """True when a local name still refers to what the caller passed (a parameter, a global, or an alias of
+    an attribute or item), not to a value the method computed itself."""
+    for definition, _ in reaching_definitions(name.name, name, EMPTY):
+        if isinstance(definition, Param) or definition is OUTER:
+            return True
+        if isinstance(definition, nodes.AssignName):
+            statement = definition.parent
+            if isinstance(statement, nodes.Assign) and isinstance(statement.value, (nodes.Attribute, nodes.Subscript)):
+                return True
+    return False
+
+
+def _derived_from_itself(target: nodes.NodeNG, value: nodes.NodeNG) -> bool:
+    text = target.as_string()
+    return isinstance(value, nodes.BinOp) and any(
+        isinstance(n, (nodes.Attribute, nodes.Name)) and n.as_string() == text for n in value.nodes_of_class(
+            (nodes.Attribute, nodes.Name))
+    )
+
+
+def _mutations(method: nodes.FunctionDef, tracked: _Tracked) -> Iterator[tuple[nodes.NodeNG, str, str]]:
+    """(node, tracked name, how) for each mutation of a tracked name in the method."""
+    for node in _walk(method):
+        if isinstance(node, nodes.AugAssign):
+            name = tracked.name_of(node.target)
+            if name is not None:
+                yield node, name, f"'{node.op}'"
+        elif isinstance(node, nodes.Assign):
+            for target in node.targets:
+                if isinstance(target, nodes.Subscript) and tracked.name_of(target) is not None:
+                    yield node, tracked.name_of(target), "an item assignment"
+                elif isinstance(target, nodes.AssignAttr) and target.attrname in tracked.names and (
+                        _derived_from_itself(target, node.value)):
+                    yield node, target.as_string(), "a rebinding derived from itself"
+        elif isinstance(node, nodes.Call) and isinstance(node.func, nodes.Attribute):
+            method_name = node.func.attrname
+            if method_name.endswith("_") and not method_name.startswith("_"):
+                name = tracked.name_of(node.func.expr)
+                if name is not None:
+                    yield node, name, f"the in-place {method_name}()"
+
+
+def check_kv_len_mutated_in_layer(module: nodes.Module, settings: Settings) -> Iterator[Issue]:
+    """KVL305: the runner owns the length variable and advances it once per step, after every layer ran.
+    A layer (a torch.nn.Module's forward and the methods it calls) that mutates it makes each layer see a
+    different length, so every layer writes its cache one slot further than the one before."""
+    tracked = _Tracked(frozenset(settings.kv_len_names))
+    for cls in module.nodes_of_class(nodes.ClassDef):
+        if not is_nn_module(cls):
+            continue
+        for method in forward_path(cls):
+            for node, name, how in _mutations(method, tracked):
+                yield Issue("KVL305", node,
+                            f"{name} is mutated by {how} inside {cls.name}.{method.name}, a layer's forward path: "
+                            "each layer then sees a different length and writes its cache one slot further; "
+                            "advance it once in the runner, after all layers ran")

@@ -1,0 +1,269 @@
+"""Reaching definitions along explicit paths through one function (or module) body.
+
+A *path* is a set of choices ``(condition, taken)`` for the ``if`` statements and conditional expressions the
+search passed. Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and
+``a != b`` keyed as the negation of ``c``, ``a is b`` and ``a == b``: two branches on the same condition are
+one choice, so correlated branches give one path each, not the product. A branch that ends in ``return``,
+``raise``, ``continue`` or ``break`` cannot reach a later statement, which constrains the path too.
+
+The search walks backwards from the use to the nearest statement that binds the name on each path. Where
+the code does not say which binding reaches the use (a loop that may not have run, an ``except`` handler,
+a ``with ... as``), the definition is ``UNKNOWN`` and the rules stay silent. The number of paths is bounded:
+past ``MAX_PATHS`` the answer is ``UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from astroid import nodes
+
+Key = tuple[nodes.NodeNG, str]
+"""A branch condition: its frame and its source text."""
+
+MAX_PATHS = 32
+
+_SCOPES = (nodes.FunctionDef, nodes.ClassDef, nodes.Lambda, nodes.ListComp, nodes.SetComp, nodes.DictComp,
+           nodes.GeneratorExp)
+_TERMINATORS = (nodes.Return, nodes.Raise, nodes.Continue, nodes.Break)
+_NEGATED_OPS = {"is not": "is", "!=": "==", "not in": "in"}
+
+
+@dataclass(frozen=True)
+class Path:
+    """The branch choices one path made."""
+
+    choices: frozenset[tuple[Key, bool]] = frozenset()
+
+    def taken(self, key: Key) -> bool | None:
+        for chosen, value in self.choices:
+            if chosen == key:
+                return value
+        return None
+
+    def choose(self, key: Key, value: bool) -> Path | None:
+        """This path extended by a choice, or None when it already took the other branch."""
+        previous = self.taken(key)
+        if previous is None:
+            return Path(self.choices | {(key, value)})
+        return self if previous == value else None
+
+    def merge(self, other: Path) -> Path | None:
+        """The path that makes the choices of both, or None when they contradict."""
+        merged: Path | None = self
+        for key, value in other.choices:
+            merged = merged.choose(key, value)
+            if merged is None:
+                return None
+        return merged
+
+
+EMPTY = Path()
+
+
+@dataclass(frozen=True)
+class Param:
+    """The name is a parameter of ``function`` and no statement before the use rebinds it."""
+
+    function: nodes.FunctionDef
+    name: str
+
+
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNKNOWN = _Marker("UNKNOWN")
+"""Some binding reaches the use, but the code does not say which."""
+OUTER = _Marker("OUTER")
+"""Nothing in the frame binds the name before the use: it comes from an enclosing scope or builtins."""
+_NOT_FOUND = _Marker("NOT_FOUND")
+
+Definition = nodes.NodeNG | Param | _Marker
+"""An ``AssignName``, an ``AugAssign``, an import, a ``def``/``class``; or Param, UNKNOWN, OUTER."""
+
+
+def condition(test: nodes.NodeNG) -> tuple[Key, bool]:
+    """The key of a branch condition and whether ``test`` is that key or its negation."""
+    if isinstance(test, nodes.UnaryOp) and test.op == "not":
+        key, value = condition(test.operand)
+        return key, not value
+    if isinstance(test, nodes.Compare) and len(test.ops) == 1 and test.ops[0][0] in _NEGATED_OPS:
+        op, right = test.ops[0]
+        text = f"{test.left.as_string()} {_NEGATED_OPS[op]} {right.as_string()}"
+        return (test.frame(), text), False
+    return (test.frame(), test.as_string()), True
+
+
+def reaching_definitions(name: str, use: nodes.NodeNG, path: Path = EMPTY) -> list[tuple[Definition, Path]]:
+    """The definitions of ``name`` that reach ``use``, each with the path on which it does."""
+    statement = use.statement()
+    results = _before(name, statement, path)
+    if len(results) > MAX_PATHS:
+        return [(UNKNOWN, path)]
+    return results
+
+
+def _before(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
+    """Search the statements before ``statement`` in its block, then the blocks around it."""
+    block = _block_before(statement)
+    found = _search_block(name, block, path)
+    results = [(d, p) for d, p in found if d is not _NOT_FOUND]
+    for _, remaining in (item for item in found if item[0] is _NOT_FOUND):
+        results.extend(_climb(name, statement, remaining))
+    return results
+
+
+def _block_before(statement: nodes.NodeNG) -> list[nodes.NodeNG]:
+    parent = statement.parent
+    for field in ("body", "orelse", "handlers", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            return block[: next(i for i, s in enumerate(block) if s is statement)]
+    return []
+
+
+def _search_block(name: str, block: list[nodes.NodeNG], path: Path) -> list[tuple[Definition, Path]]:
+    """Search a statement sequence backwards; ``_NOT_FOUND`` for the paths on which nothing binds."""
+    pending = [path]
+    found: list[tuple[Definition, Path]] = []
+    for statement in reversed(block):
+        still: list[Path] = []
+        for current in pending:
+            for definition, extended in _search_statement(name, statement, current):
+                if definition is _NOT_FOUND:
+                    still.append(extended)
+                else:
+                    found.append((definition, extended))
+        pending = still
+        if not pending or len(found) + len(pending) > MAX_PATHS:
+            break
+    return found + [(_NOT_FOUND, p) for p in pending]
+
+
+def _search_statement(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
+    if isinstance(statement, nodes.If):
+        return _search_if(name, statement, path)
+    if name not in bound_names(statement):
+        return [(_NOT_FOUND, path)]
+    if isinstance(statement, (nodes.FunctionDef, nodes.ClassDef, nodes.Import, nodes.ImportFrom, nodes.AugAssign)):
+        return [(statement, path)]
+    if isinstance(statement, (nodes.Assign, nodes.AnnAssign)):
+        targets = [n for n in statement.nodes_of_class(nodes.AssignName) if n.name == name]
+        assigned = [t for t in targets if t.parent is statement or isinstance(t.parent, (nodes.Tuple, nodes.List))]
+        return [(assigned[-1] if len(assigned) == len(targets) else UNKNOWN, path)]
+    if isinstance(statement, nodes.With) and not any(
+        name in _names_in(target) for _, target in statement.items if target is not None
+    ):
+        return _search_block(name, statement.body, path)
+    if isinstance(statement, nodes.Try) and not any(name in bound_names(h) for h in statement.handlers):
+        return _search_block(name, statement.body + statement.orelse + statement.finalbody, path)
+    return [(UNKNOWN, path)]
+
+
+def _search_if(name: str, statement: nodes.If, path: Path) -> list[tuple[Definition, Path]]:
+    binds = name in bound_names(statement)
+    if not binds and not terminates(statement.body) and not terminates(statement.orelse):
+        return [(_NOT_FOUND, path)]
+    key, polarity = condition(statement.test)
+    results: list[tuple[Definition, Path]] = []
+    for taken, block in ((True, statement.body), (False, statement.orelse)):
+        extended = path.choose(key, taken == polarity)
+        if extended is None or terminates(block):
+            continue
+        if binds and name in _bound_in_block(block):
+            results.extend(_search_block(name, block, extended))
+        else:
+            results.append((_NOT_FOUND, extended))
+    return results
+
+
+def _climb(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
+    """Nothing binds ``name`` before ``statement`` in its block: continue in the enclosing statement."""
+    parent = statement.parent
+    if isinstance(parent, nodes.FunctionDef):
+        arguments = parent.args
+        if name in {a.name for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}:
+            return [(Param(parent, name), path)]
+        if name in (arguments.vararg, arguments.kwarg):
+            return [(UNKNOWN, path)]
+        return [(OUTER, path)]
+    if isinstance(parent, (nodes.Module, nodes.ClassDef)) or parent is None:
+        return [(OUTER, path)]
+    if isinstance(parent, nodes.If):
+        key, polarity = condition(parent.test)
+        in_body = any(s is statement for s in parent.body)
+        extended = path.choose(key, in_body == polarity)
+        return [] if extended is None else _before(name, parent, extended)
+    if isinstance(parent, (nodes.For, nodes.While)):
+        loop_binds = name in _bound_in_block(parent.body) or (
+            isinstance(parent, nodes.For) and name in _names_in(parent.target)
+        )
+        return [(UNKNOWN, path)] if loop_binds else _before(name, parent, path)
+    if isinstance(parent, nodes.ExceptHandler):
+        if parent.name is not None and parent.name.name == name:
+            return [(UNKNOWN, path)]
+        try_statement = parent.parent
+        if name in _bound_in_block(try_statement.body):
+            return [(UNKNOWN, path)]
+        return _before(name, try_statement, path)
+    if isinstance(parent, nodes.Try):
+        if any(s is statement for s in parent.orelse):
+            found = _search_block(name, parent.body, path)
+            results = [(d, p) for d, p in found if d is not _NOT_FOUND]
+            for _, remaining in (item for item in found if item[0] is _NOT_FOUND):
+                results.extend(_before(name, parent, remaining))
+            return results
+        if any(s is statement for s in parent.finalbody) and (
+            name in _bound_in_block(parent.body) or any(name in bound_names(h) for h in parent.handlers)
+        ):
+            return [(UNKNOWN, path)]
+        return _before(name, parent, path)
+    if isinstance(parent, nodes.With):
+        return _before(name, parent, path)
+    return [(UNKNOWN, path)]
+
+
+def terminates(block: list[nodes.NodeNG]) -> bool:
+    """True when the block always leaves: its last statement returns, raises, continues or breaks."""
+    return bool(block) and isinstance(block[-1], _TERMINATORS)
+
+
+_BOUND: weakref.WeakKeyDictionary[nodes.NodeNG, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def bound_names(statement: nodes.NodeNG) -> frozenset[str]:
+    """The names a statement binds in its own scope (nested functions, classes and comprehensions aside)."""
+    cached = _BOUND.get(statement)
+    if cached is None:
+        cached = frozenset(_walk_bindings(statement))
+        _BOUND[statement] = cached
+    return cached
+
+
+def _walk_bindings(node: nodes.NodeNG):
+    if isinstance(node, (nodes.FunctionDef, nodes.ClassDef)):
+        yield node.name
+        return
+    if isinstance(node, (nodes.Import, nodes.ImportFrom)):
+        for imported, alias in node.names:
+            yield (alias or imported).split(".")[0]
+        return
+    if isinstance(node, nodes.AssignName):
+        yield node.name
+    for child in node.get_children():
+        if not isinstance(child, _SCOPES):
+            yield from _walk_bindings(child)
+
+
+def _bound_in_block(block: list[nodes.NodeNG]) -> frozenset[str]:
+    return frozenset().union(*(bound_names(s) for s in block)) if block else frozenset()
+
+
+def _names_in(target: nodes.NodeNG) -> frozenset[str]:
+    return frozenset(n.name for n in target.nodes_of_class(nodes.AssignName))
