@@ -2,37 +2,97 @@
 
 The engine analyses a module once; the three checkers visit the same module one after the other, so the
 findings of the last analysed module are kept and each checker reports its own family from them.
+
+Options (rc file ``[kvlint]`` section, ``[tool.pylint.kvlint]`` in pyproject.toml, or the command line):
+``kv-len-names``, ``extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``, several
+separated by commas), ``kvlint-select``, ``kvlint-ignore`` and ``kvlint-per-file-ignores`` (pylint's own
+``ignore`` option names files, so the selection options carry the prefix; pylint's ``--disable`` works too).
+``# kvlint: disable=...`` comments are honoured as in the CLI; ``# pylint: disable=<symbol>`` as usual.
 """
 
 from __future__ import annotations
+
+import sys
 
 from astroid import nodes
 from pylint.checkers import BaseChecker
 from pylint.constants import WarningScope
 
-from kvlint.engine import DEFAULT_SETTINGS, analyze, may_have_findings
+from kvlint.config import ConfigError, ignored_for, parse_codes, parse_names, parse_per_file_ignores, parse_wrappers
+from kvlint.engine import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, analyze, may_have_findings
 from kvlint.finding import Finding
 from kvlint.ruleset import STATIC_RULES
+from kvlint.suppression import read_suppressions
 
-_last_analysis: tuple[nodes.Module | None, list[Finding]] = (None, [])
+_last_analysis: tuple[nodes.Module | None, Settings | None, list[Finding]] = (None, None, [])
 
 
-def module_findings(module: nodes.Module) -> list[Finding]:
-    """The engine's findings for ``module``, computed once per module."""
+def module_findings(module: nodes.Module, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
+    """The engine's findings for ``module`` after its ``# kvlint:`` comments, computed once per module."""
     global _last_analysis
-    if _last_analysis[0] is not module:
+    if _last_analysis[0] is not module or _last_analysis[1] != settings:
         source = module.stream().read().decode(module.file_encoding or "utf-8", "replace") if module.file else ""
-        if module.file and not may_have_findings(source, DEFAULT_SETTINGS):
+        if module.file and not may_have_findings(source, settings):
             findings: list[Finding] = []
         else:
-            findings = analyze(module, module.file or module.name, DEFAULT_SETTINGS)
-        _last_analysis = (module, findings)
-    return _last_analysis[1]
+            findings = analyze(module, module.file or module.name, settings)
+            if findings and source:
+                findings = read_suppressions(source).filter(findings, honour_noqa=False)
+        _last_analysis = (module, settings, findings)
+    return _last_analysis[2]
+
+
+OPTIONS = (
+    ("kv-len-names", {
+        "default": ",".join(DEFAULT_KV_LEN_NAMES), "type": "string", "metavar": "<names>",
+        "help": "Names of the runner's KV length variable (KVL305), comma-separated; replaces the defaults.",
+    }),
+    ("extra-fa-wrappers", {
+        "default": "", "type": "string", "metavar": "<wrapper = operator,...>",
+        "help": "Your own wrappers to treat as an operator: 'mypkg.ops.fa = npu_fused_infer_attention_score_v2', "
+                "several separated by commas.",
+    }),
+    ("kvlint-select", {
+        "default": "", "type": "string", "metavar": "<codes>",
+        "help": "Report only these kvlint codes or prefixes (KVL1,KVL201).",
+    }),
+    ("kvlint-ignore", {
+        "default": "", "type": "string", "metavar": "<codes>",
+        "help": "Do not report these kvlint codes or prefixes.",
+    }),
+    ("kvlint-per-file-ignores", {
+        "default": "", "type": "string", "metavar": "<glob: codes ...>",
+        "help": "kvlint codes to ignore per file, flake8 style: 'tests/*: KVL104,KVL105 legacy.py: KVL1'.",
+    }),
+)
+
+
+class _Configured:
+    """The options parsed once per run (pylint calls ``open`` on every checker before checking)."""
+
+    def __init__(self, config: object) -> None:
+        def get(name: str) -> str:
+            return getattr(config, name.replace("-", "_"), "") or ""
+
+        where = "pylint option --{}"
+        self.settings = Settings(
+            kv_len_names=parse_names(get("kv-len-names"), where.format("kv-len-names")),
+            extra_fa_wrappers=parse_wrappers(get("extra-fa-wrappers"), where.format("extra-fa-wrappers")),
+        )
+        self.select = parse_codes(get("kvlint-select"), where.format("kvlint-select"))
+        self.ignore = parse_codes(get("kvlint-ignore"), where.format("kvlint-ignore"))
+        self.per_file = parse_per_file_ignores(get("kvlint-per-file-ignores"), where.format("kvlint-per-file-ignores"))
+
+    def reports(self, finding: Finding) -> bool:
+        ignored = self.ignore + ignored_for(finding.path, self.per_file, ".")
+        return ((not self.select or finding.code.startswith(self.select))
+                and not finding.code.startswith(ignored))
 
 
 class _FamilyChecker(BaseChecker):
     name = "kvlint"
     family: int
+    _configured: _Configured | None = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -42,9 +102,19 @@ class _FamilyChecker(BaseChecker):
             if rule.family == cls.family
         }
 
+    def open(self) -> None:
+        try:
+            self._configured = _Configured(self.linter.config)
+        except ConfigError as error:
+            print(f"kvlint: error: {error}", file=sys.stderr)
+            sys.exit(32)
+
     def visit_module(self, node: nodes.Module) -> None:
-        for finding in module_findings(node):
-            if finding.rule.family != self.family:
+        if self._configured is None:
+            self.open()
+        configured = self._configured
+        for finding in module_findings(node, configured.settings):
+            if finding.rule.family != self.family or not configured.reports(finding):
                 continue
             self.add_message(
                 finding.symbol,
@@ -60,6 +130,7 @@ class AttentionCallChecker(_FamilyChecker):
     """KVL1xx: how the fused attention operators are called (keywords, versions, literal arguments)."""
 
     family = 1
+    options = OPTIONS
 
 
 class MaskChecker(_FamilyChecker):

@@ -1,83 +1,28 @@
 """The ``kvlint`` command line (also ``python -m kvlint``).
 
-Exit status: 0 no findings, 1 findings, 2 usage error or a file that could not be read or analysed.
+Exit status: 0 no findings, 1 findings (or, with ``--diff``, fixes to apply), 2 usage error, bad
+configuration, or a file that could not be read or analysed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import sys
 import tokenize
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 from kvlint import __version__
-from kvlint.engine import DEFAULT_SETTINGS, Settings, lint_source, syntax_error
+from kvlint.config import Config, ConfigError, find_config, load_config
+from kvlint.engine import Settings
 from kvlint.finding import Finding
-from kvlint.ruleset import RULES
+from kvlint.output import FORMATS, format_text, render, statistics
+from kvlint.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
 
-SKIPPED_DIRECTORIES = frozenset({
-    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "env", "__pycache__", "build", "dist",
-    "node_modules", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages",
-})
-"""Folders never entered when recursing (explicitly named paths are always linted)."""
+__all__ = ["FileResult", "SKIPPED_DIRECTORIES", "build_parser", "discover", "format_text", "lint_file", "main",
+           "read_source", "run", "selected"]
+
 _CODE_OR_PREFIX = re.compile(r"^KVL\d{0,3}$")
-
-
-@dataclass
-class FileResult:
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    error: str | None = None
-    """A message naming the file when it could not be read or analysed."""
-
-
-def discover(paths: Iterable[str]) -> Iterator[str]:
-    """Python files under ``paths``, in a stable order, skipping VCS folders and virtualenvs."""
-    for path in paths:
-        if not os.path.isdir(path):
-            yield path
-            continue
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(
-                d for d in dirs
-                if d not in SKIPPED_DIRECTORIES and not d.endswith(".egg-info")
-                and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
-            )
-            for name in sorted(files):
-                if name.endswith((".py", ".pyi")):
-                    yield os.path.join(root, name)
-
-
-def read_source(path: str) -> str:
-    """The file's text, decoded as Python decodes it (PEP 263 coding cookie, else UTF-8)."""
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
-    return raw.decode(encoding)
-
-
-def lint_file(path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
-    """Lint one file; never raises."""
-    try:
-        source = read_source(path)
-    except FileNotFoundError:
-        return FileResult(path, error=f"{path}: no such file")
-    except IsADirectoryError:
-        return FileResult(path, error=f"{path}: is a directory")
-    except OSError as error:
-        return FileResult(path, error=f"{path}: cannot read: {error.strerror or error}")
-    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        return FileResult(path, [syntax_error(path, 1, 0, f"cannot decode the file: {error}")])
-    try:
-        return FileResult(path, lint_source(source, path, settings))
-    except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
-        return FileResult(path, error=f"{path}: internal error: {type(error).__name__}: {error}")
 
 
 def _matches(code: str, patterns: Sequence[str]) -> bool:
@@ -89,10 +34,6 @@ def selected(finding: Finding, select: Sequence[str], ignore: Sequence[str]) -> 
     if finding.code == "KVL000":
         return True
     return (not select or _matches(finding.code, select)) and not _matches(finding.code, ignore)
-
-
-def format_text(finding: Finding) -> str:
-    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {finding.message} [{finding.symbol}]"
 
 
 def _code_list(value: str) -> list[str]:
@@ -119,40 +60,152 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find misuse of Ascend torch_npu fused attention and KV-cache operators.",
     )
     parser.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    parser.add_argument("--select", type=_code_list, default=[], metavar="CODES",
-                        help="report only these codes or prefixes, comma-separated (KVL1,KVL201)")
-    parser.add_argument("--ignore", type=_code_list, default=[], metavar="CODES",
-                        help="do not report these codes or prefixes")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="output format: text (for people), json, github (Actions annotations), sarif")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--select", type=_code_list, default=None, metavar="CODES",
+                        help="report only these codes or prefixes, comma-separated (KVL1,KVL201); "
+                             "replaces 'select' of the configuration")
+    parser.add_argument("--ignore", type=_code_list, default=None, metavar="CODES",
+                        help="do not report these codes or prefixes; replaces 'ignore' of the configuration")
+    config = parser.add_mutually_exclusive_group()
+    config.add_argument("--config", metavar="FILE",
+                        help="read [tool.kvlint] (a .toml file) or [kvlint] (a .cfg/.ini file) from FILE "
+                             "instead of searching pyproject.toml / setup.cfg from the current folder up")
+    config.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="lint N files in parallel")
     parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
+    fixing = parser.add_mutually_exclusive_group()
+    fixing.add_argument("--fix", action="store_true",
+                        help="apply the safe fixes (KVL102, KVL112, KVL301) in place, then report what is left")
+    fixing.add_argument("--diff", action="store_true",
+                        help="print the safe fixes as a unified diff instead of applying them (exit 1 if any)")
+    info = parser.add_mutually_exclusive_group()
+    info.add_argument("--explain", metavar="RULE", help="print the documentation of a rule (code or symbol)")
+    info.add_argument("--list-rules", action="store_true", help="print the table of rules")
     parser.add_argument("--version", action="version", version=f"kvlint {__version__}")
     return parser
 
 
-def run(paths: Sequence[str], settings: Settings, jobs: int) -> list[FileResult]:
-    files = list(discover(paths))
-    if jobs > 1 and len(files) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(lint_file, files, [settings] * len(files), chunksize=8))
-    return [lint_file(path, settings) for path in files]
+def _error(message: str) -> int:
+    print(f"kvlint: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _configuration(args: argparse.Namespace) -> Config:
+    if args.config:
+        return load_config(args.config)
+    if args.isolated:
+        return Config()
+    return find_config()
+
+
+def _write(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    with open(output, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _fix(results: list[FileResult], keep: Callable[[Finding], bool], settings: Settings,
+         write: bool) -> tuple[list[FileResult], list[str], int]:
+    """Apply (``write``) or preview the fixes; returns the new results, the diffs and the fix count."""
+    from kvlint.fix import FIXABLE, FixUnavailable, fix_source
+    from kvlint.runner import lint_text
+
+    diffs, fixed_count, new_results = [], 0, []
+    for result in results:
+        fixable = [f for f in result.findings if f.code in FIXABLE and keep(f)]
+        if not fixable:
+            new_results.append(result)
+            continue
+        try:
+            source = read_source(result.path)
+            outcome = fix_source(source, fixable, result.path, settings.extra_fa_wrappers)
+        except FixUnavailable:
+            raise
+        except Exception as error:  # noqa: BLE001 - a file kvlint cannot rewrite is reported, not fatal
+            result.warnings.append(f"{result.path}: cannot fix: {type(error).__name__}: {error}")
+            new_results.append(result)
+            continue
+        if not outcome.changed:
+            new_results.append(result)
+            continue
+        diffs.append(outcome.diff())
+        fixed_count += len(outcome.applied)
+        if write:
+            with open(result.path, "rb") as handle:
+                raw = handle.read()
+            encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
+            with open(result.path, "wb") as handle:
+                handle.write(outcome.fixed.encode(encoding))
+            relinted = lint_text(outcome.fixed, result.path, settings)
+            relinted.warnings = result.warnings
+            new_results.append(relinted)
+        else:
+            new_results.append(result)
+    return new_results, diffs, fixed_count
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    results = run(args.paths, DEFAULT_SETTINGS, args.jobs)
-    findings = [f for r in results for f in r.findings if selected(f, args.select, args.ignore)]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_rules:
+        from kvlint.docs import rules_table
+
+        print(rules_table())
+        return 0
+    if args.explain:
+        from kvlint.docs import explain
+
+        try:
+            print(explain(args.explain), end="")
+        except KeyError:
+            return _error(f"'{args.explain}' is not a kvlint rule code or symbol (see kvlint --list-rules)")
+        return 0
+    try:
+        config = _configuration(args)
+    except ConfigError as error:
+        return _error(str(error))
+    select = config.select if args.select is None else args.select
+    ignore = config.ignore if args.ignore is None else args.ignore
+    settings = config.settings()
+
+    def keep(finding: Finding) -> bool:
+        if finding.code == "KVL000":
+            return True
+        return selected(finding, select, ignore) and not _matches(finding.code, config.ignored_for(finding.path))
+
+    results = run(args.paths, settings, args.jobs)
+    fixed_count = 0
+    if args.fix or args.diff:
+        from kvlint.fix import FixUnavailable
+
+        try:
+            results, diffs, fixed_count = _fix(results, keep, settings, write=args.fix)
+        except FixUnavailable as error:
+            return _error(str(error))
+        if args.diff:
+            _write("".join(diffs), args.output)
+            for result in results:
+                for warning in result.warnings:
+                    print(f"kvlint: warning: {warning}", file=sys.stderr)
+            return 1 if diffs else 0
+    findings = [f for r in results for f in r.findings if keep(f)]
     errors = [r.error for r in results if r.error]
-    if args.format == "json":
-        print(json.dumps([f.to_json() for f in findings], indent=2))
-    else:
-        for finding in findings:
-            print(format_text(finding))
+    try:
+        _write(render(args.format, findings, errors), args.output)
+    except OSError as error:
+        return _error(f"{args.output}: cannot write: {error.strerror or error}")
     if args.statistics:
-        counts = Counter(f.code for f in findings)
-        for code, count in sorted(counts.items()):
-            print(f"{count:<6} {code} [{RULES[code].symbol}]", file=sys.stderr if args.format == "json" else sys.stdout)
+        print(statistics(findings), end="", file=sys.stdout if args.format == "text" and not args.output else sys.stderr)
+    if args.fix:
+        print(f"kvlint: fixed {fixed_count} finding(s)", file=sys.stderr)
+    for result in results:
+        for warning in result.warnings:
+            print(f"kvlint: warning: {warning}", file=sys.stderr)
     for error in errors:
         print(f"kvlint: error: {error}", file=sys.stderr)
     if errors:

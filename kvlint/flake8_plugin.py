@@ -1,27 +1,74 @@
 """The flake8 plugin (entry point ``KVL`` in the ``flake8.extension`` group).
 
 flake8 hands over the file's lines; the engine parses them with astroid. flake8 itself reports files that
-do not parse (E999) and handles ``# noqa``, ``--select`` and ``--extend-ignore``.
+do not parse (E999) and handles ``# noqa``, ``--select``, ``--extend-ignore`` and ``--per-file-ignores``.
+The plugin adds two options (command line or ``[flake8]`` in setup.cfg / tox.ini / .flake8):
+``--kv-len-names`` and ``--extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``,
+several separated by commas or newlines). ``# kvlint: disable=...`` comments are honoured as in the CLI.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from kvlint import __version__
-from kvlint.engine import DEFAULT_SETTINGS, lint_source
+from kvlint.config import ConfigError, parse_names, parse_wrappers
+from kvlint.engine import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, lint_source
+from kvlint.suppression import read_suppressions
+
+
+def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str], object]:
+    """An argparse type: flake8 passes config-file values through it too, so bad values end in a clean
+    ``flake8: error: argument --option: ...`` instead of a traceback."""
+
+    def convert(value: str) -> object:
+        try:
+            return parse(value, f"flake8 option {option}")
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    convert.__name__ = option.lstrip("-")
+    return convert
 
 
 class Plugin:
     name = "kvlint"
     version = __version__
+    settings: Settings = DEFAULT_SETTINGS
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
         self.lines = lines
         self.filename = filename
 
+    @classmethod
+    def add_options(cls, parser) -> None:
+        parser.add_option(
+            "--kv-len-names", parse_from_config=True, type=_checked(parse_names, "--kv-len-names"),
+            default=",".join(DEFAULT_KV_LEN_NAMES), metavar="NAMES",
+            help="names of the runner's KV length variable (KVL305), comma-separated; replaces the defaults",
+        )
+        parser.add_option(
+            "--extra-fa-wrappers", parse_from_config=True, type=_checked(parse_wrappers, "--extra-fa-wrappers"),
+            default="", metavar="WRAPPERS",
+            help="your own wrappers to treat as an operator: 'mypkg.ops.fa = npu_fused_infer_attention_score_v2'",
+        )
+
+    @classmethod
+    def parse_options(cls, options: argparse.Namespace) -> None:
+        names = options.kv_len_names
+        wrappers = options.extra_fa_wrappers
+        cls.settings = Settings(
+            kv_len_names=tuple(names) if not isinstance(names, str) else parse_names(names, "--kv-len-names"),
+            extra_fa_wrappers=dict(wrappers) if not isinstance(wrappers, str) else parse_wrappers(wrappers, ""),
+        )
+
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        for finding in lint_source("".join(self.lines), self.filename, DEFAULT_SETTINGS):
+        source = "".join(self.lines)
+        findings = lint_source(source, self.filename, self.settings)
+        if findings:
+            findings = read_suppressions(source).filter(findings, honour_noqa=False)
+        for finding in findings:
             if finding.code != "KVL000":
                 yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)

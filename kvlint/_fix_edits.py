@@ -1,0 +1,333 @@
+"""The libcst side of ``kvlint.fix`` (imported only when a fix is asked for).
+
+A ``Planner`` finds, for each finding, the libcst node at the finding's position, decides with the engine's
+own facts (astroid call sites, the catalogue's rename tables) whether the rewrite is certain, and records an
+edit for that node. ``apply`` runs all edits in one transform, so the rest of the file keeps its bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import libcst as cst
+from astroid import MANAGER, nodes
+from astroid.builder import AstroidBuilder
+from astroid.const import Context
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
+
+from kvlint.callsite import CallSite, call_site, keyword_dict
+from kvlint.catalogue import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
+from kvlint.finding import Finding
+from kvlint.fix import INT64_NAMES, INT_FACTORIES, SHAPE_METHODS
+
+Position = tuple[int, int]
+Edit = Callable[[cst.CSTNode], cst.CSTNode]
+_ALIAS_PREFIXES = ("torch_npu.npu.", "torch.")
+
+
+def rename_target(operator: str, keyword: str) -> str | None:
+    """The operator's own spelling of ``keyword`` when the rename is one to one, else None."""
+    if keyword in IFA_PFA_SPELLINGS:
+        return IFA_PFA_SPELLINGS[keyword].get(operator)
+    renames = V2_TO_V1 if operator == FIA_V1 else V1_TO_V2
+    return renames.get(keyword)
+
+
+class _Transformer(cst.CSTTransformer):
+    def __init__(self, edits: dict[int, Edit]) -> None:
+        super().__init__()
+        self.edits = edits
+
+    def on_leave(self, original_node, updated_node):
+        edit = self.edits.get(id(original_node))
+        return edit(updated_node) if edit is not None else updated_node
+
+
+class Planner:
+    def __init__(self, source: str, path: str, wrappers: dict[str, str]) -> None:
+        self.source = source
+        self.path = path
+        self.wrappers = wrappers
+        self.wrapper = MetadataWrapper(cst.parse_module(source))
+        self.tree = self.wrapper.module
+        self.positions = self.wrapper.resolve(PositionProvider)
+        self.by_start: dict[Position, list[cst.CSTNode]] = defaultdict(list)
+        for node, where in self.positions.items():
+            self.by_start[(where.start.line, where.start.column)].append(node)
+        self._scopes = None
+        self._qualified = None
+        self._astroid: nodes.Module | None = None
+        self.edits: dict[int, Edit] = {}
+        self.add_torch_npu_import = False
+
+    # --- shared helpers ------------------------------------------------------------------------------
+
+    def _end(self, node: cst.CSTNode) -> Position:
+        where = self.positions[node]
+        return where.end.line, where.end.column
+
+    def _nodes_at(self, start: Position, kind: type, end: Position | None = None) -> list:
+        found = [n for n in self.by_start.get(start, ()) if isinstance(n, kind)]
+        return [n for n in found if end is None or self._end(n) == end]
+
+    def _module(self) -> nodes.Module:
+        if self._astroid is None:
+            self._astroid = AstroidBuilder(MANAGER, apply_transforms=False).string_build(self.source, path=self.path)
+        return self._astroid
+
+    def _sites(self):
+        for call in self._module().nodes_of_class(nodes.Call):
+            found = call_site(call, self.wrappers)
+            if found is not None:
+                yield found
+
+    def _edit(self, node: cst.CSTNode, edit: Edit) -> bool:
+        if id(node) in self.edits:
+            return False
+        self.edits[id(node)] = edit
+        return True
+
+    # --- KVL102: keyword renames -----------------------------------------------------------------------
+
+    def plan_rename(self, finding: Finding, start: Position, end: Position) -> bool:
+        for site, alias in self._sites():
+            if alias:
+                continue
+            for keyword, argument in site.keywords.items():
+                anchor = argument.anchor
+                if (anchor.lineno, anchor.col_offset) == (finding.line, finding.column):
+                    return self._rename(site, keyword, anchor, start)
+        return False
+
+    def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> bool:
+        target = rename_target(site.name, keyword)
+        if target is None or target not in site.operator.param_names or target in site.keywords:
+            return False
+        if isinstance(anchor, nodes.Keyword) and anchor.parent is site.call:
+            return self._rename_arg(start, keyword, target)
+        if not self._dict_owned_by(site.call, anchor):
+            return False
+        if isinstance(anchor, nodes.Keyword):
+            return self._rename_arg(start, keyword, target)
+        if isinstance(anchor, nodes.Const):
+            return self._rename_string(start, keyword, target)
+        return False
+
+    def _rename_arg(self, start: Position, keyword: str, target: str) -> bool:
+        for arg in self._nodes_at(start, cst.Arg):
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return self._edit(arg, lambda node: node.with_changes(keyword=cst.Name(target)))
+        return False
+
+    def _rename_string(self, start: Position, keyword: str, target: str) -> bool:
+        for string in self._nodes_at(start, cst.SimpleString):
+            quote = string.value[-1]
+            if string.value in (f'"{keyword}"', f"'{keyword}'"):
+                return self._edit(string, lambda node: node.with_changes(value=f"{quote}{target}{quote}"))
+        return False
+
+    def _dict_owned_by(self, call: nodes.Call, anchor: nodes.NodeNG) -> bool:
+        """True when the ``**`` dict that holds ``anchor`` is written inline in ``call``, or is a local
+        name that only this call unpacks and nothing reads by key."""
+        for starred in call.kwargs or ():
+            value = starred.value
+            keywords = keyword_dict(value, call)
+            if keywords is None or not any(a.anchor is anchor for a in keywords.values()):
+                continue
+            if isinstance(value, (nodes.Dict, nodes.Call)):
+                return True
+            return isinstance(value, nodes.Name) and self._only_unpacked_here(value, call)
+        return False
+
+    @staticmethod
+    def _only_unpacked_here(name: nodes.Name, call: nodes.Call) -> bool:
+        unpacked = 0
+        for use in call.frame().nodes_of_class(nodes.Name):
+            if use.name != name.name:
+                continue
+            parent = use.parent
+            if isinstance(parent, nodes.Keyword) and parent.arg is None:
+                unpacked += 1
+            elif isinstance(parent, nodes.Subscript) and parent.value is use and parent.ctx == Context.Store:
+                continue
+            elif (isinstance(parent, nodes.Attribute) and parent.attrname == "update"
+                  and isinstance(parent.parent, nodes.Call) and parent.parent.func is parent):
+                continue
+            else:
+                return False
+        return unpacked == 1
+
+    # --- KVL112: torch.<op> -> torch_npu.<op> ----------------------------------------------------------
+
+    def plan_alias(self, finding: Finding, start: Position, end: Position) -> bool:
+        for site, alias in self._sites():
+            func = site.call.func
+            if not alias or (func.lineno, func.col_offset) != (finding.line, finding.column):
+                continue
+            if not isinstance(func, nodes.Attribute):
+                return False
+            rest = next((site.qualname[len(p):] for p in _ALIAS_PREFIXES if site.qualname.startswith(p)), None)
+            module_name = self._torch_npu_name(site.call)
+            if rest is None or module_name is None:
+                return False
+            targets = self._nodes_at(start, cst.Attribute, end)
+            if not targets:
+                return False
+            if module_name == "torch_npu" and not self._bindings(site.call, "torch_npu"):
+                self.add_torch_npu_import = True
+            replacement = cst.parse_expression(f"{module_name}.{rest}")
+            return self._edit(targets[0], lambda node: replacement.with_changes(lpar=node.lpar, rpar=node.rpar))
+        return False
+
+    @staticmethod
+    def _bindings(call: nodes.Call, name: str) -> list[nodes.NodeNG]:
+        """What ``name`` is bound to where ``call`` is (looked up from the callee's leftmost name)."""
+        expr = call.func
+        while isinstance(expr, nodes.Attribute):
+            expr = expr.expr
+        return list(expr.lookup(name)[1]) if isinstance(expr, nodes.Name) else []
+
+    def _torch_npu_name(self, call: nodes.Call) -> str | None:
+        """The name bound to the torch_npu module where ``call`` is (an import to add: "torch_npu"), or None
+        when ``torch_npu`` means something else there."""
+        module = self._module()
+        candidates = []
+        for node in module.nodes_of_class(nodes.Import):
+            if node.scope() is module:
+                candidates += [alias or name for name, alias in node.names if name == "torch_npu"]
+        for candidate in candidates:
+            bindings = self._bindings(call, candidate)
+            if bindings and all(
+                isinstance(b, nodes.Import) and any(n == "torch_npu" and (a or n) == candidate for n, a in b.names)
+                for b in bindings
+            ):
+                return candidate
+        if "torch_npu" in module.locals or self._bindings(call, "torch_npu"):
+            return None
+        return "torch_npu"
+
+    # --- KVL301: block_table int32 ---------------------------------------------------------------------
+
+    def plan_block_table(self, finding: Finding, start: Position, end: Position) -> bool:
+        candidates = self.by_start.get(start, [])
+        exact = [n for n in candidates if self._end(n) == end]
+        for node in exact or candidates:
+            expression = self._expression(node)
+            if expression is not None and self._fix_dtype(expression):
+                return True
+        return False
+
+    def _expression(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        if isinstance(node, cst.Arg):
+            node = node.value
+        if isinstance(node, cst.Name):
+            return self._single_use_value(node)
+        return node if isinstance(node, cst.BaseExpression) else None
+
+    def _single_use_value(self, name: cst.Name) -> cst.BaseExpression | None:
+        """The value of the only assignment of ``name`` in its function, when ``name`` is read only here."""
+        if self._scopes is None:
+            self._scopes = self.wrapper.resolve(ScopeProvider)
+        scope = self._scopes.get(name)
+        if scope is None or not isinstance(scope, cst.metadata.FunctionScope):
+            return None
+        assignments = list(scope.assignments[name.value])
+        accesses = list(scope.accesses[name.value])
+        if len(assignments) != 1 or len(accesses) != 1 or accesses[0].node is not name:
+            return None
+        finder = _AssignFinder(assignments[0].node)
+        self.tree.visit(finder)
+        return finder.found[0].value if finder.found else None
+
+    def _fix_dtype(self, expression: cst.BaseExpression) -> bool:
+        while (isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute)
+               and expression.func.attr.value in SHAPE_METHODS):
+            expression = expression.func.value
+        if not isinstance(expression, cst.Call) or not isinstance(expression.func, cst.Attribute):
+            return False
+        func = expression.func
+        if func.attr.value == "long" and not expression.args:
+            return self._edit(func.attr, lambda node: node.with_changes(value="int"))
+        if func.attr.value not in INT_FACTORIES or not isinstance(func.value, cst.Name):
+            return False
+        if self._qualified_names(func) != {f"torch.{func.attr.value}"}:
+            return False
+        torch_name = func.value.value
+        dtype = next((a for a in expression.args if a.keyword is not None and a.keyword.value == "dtype"), None)
+        if dtype is not None:
+            names = self._qualified_names(dtype.value)
+            if not names or not names <= {f"torch.{n}" for n in INT64_NAMES}:
+                return False
+            new_value = cst.parse_expression(f"{torch_name}.int32")
+            return self._edit(dtype.value, lambda node: new_value)
+        if any(a.star for a in expression.args) or not expression.args:
+            return False
+        return self._edit(expression, lambda node: _append_dtype(node, torch_name))
+
+    def _qualified_names(self, node: cst.CSTNode) -> set[str]:
+        if self._qualified is None:
+            self._qualified = self.wrapper.resolve(QualifiedNameProvider)
+        value = self._qualified.get(node, ())
+        if callable(value):  # libcst resolves some metadata lazily
+            value = value()
+        return {q.name for q in value}
+
+    # --- applying ------------------------------------------------------------------------------------
+
+    def apply(self) -> str:
+        tree = self.tree.visit(_Transformer(self.edits))
+        if self.add_torch_npu_import:
+            tree = _add_import(tree, "torch_npu")
+        return tree.code
+
+
+class _AssignFinder(cst.CSTVisitor):
+    def __init__(self, target: cst.CSTNode) -> None:
+        super().__init__()
+        self.target = target
+        self.found: list[cst.Assign] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and node.targets[0].target is self.target:
+            self.found.append(node)
+
+
+def _append_dtype(call: cst.Call, torch_name: str) -> cst.Call:
+    last = call.args[-1]
+    new = cst.Arg(
+        keyword=cst.Name("dtype"),
+        value=cst.parse_expression(f"{torch_name}.int32"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+        comma=last.comma,
+    )
+    last = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*call.args[:-1], last, new])
+
+
+def _is_import_of(statement: cst.CSTNode, module: str) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Import) and any(
+            cst.helpers.get_full_name_for_node(alias.name) == module for alias in small.names
+        ):
+            return True
+    return False
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+    )
+
+
+def _add_import(tree: cst.Module, module: str) -> cst.Module:
+    """``import module`` after ``import torch``, else after the last top-level import, else first."""
+    body = list(tree.body)
+    index = next((i + 1 for i, s in enumerate(body) if _is_import_of(s, "torch")), None)
+    if index is None:
+        index = max((i + 1 for i, s in enumerate(body) if _is_import(s)), default=0)
+    statement = cst.parse_statement(f"import {module}\n")
+    body.insert(index, statement)
+    return tree.with_changes(body=body)

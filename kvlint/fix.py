@@ -1,0 +1,98 @@
+"""``kvlint --fix`` / ``--diff``: rewrites whose correctness is certain, applied with libcst so that the
+rest of the file (formatting, comments) stays byte-identical.
+
+- KVL102: rename a keyword to the operator's own spelling when the rename is one to one and the new name
+  is not already passed; also the key of a ``**kwargs`` dict that only this call uses.
+- KVL112: ``torch.<op>`` / ``torch_npu.npu.<op>`` -> ``torch_npu.<op>`` (the module's own alias of
+  torch_npu, or ``import torch_npu`` added after the torch import).
+- KVL301: ``dtype=torch.int32`` on the factory call that builds the block table (an int64 ``dtype=`` is
+  replaced), or ``.long()`` -> ``.int()``; only where the finding points at that expression, or at a name
+  assigned once from it in the same function and read nowhere else.
+
+Every fix starts from a finding the engine reported and its position; anything the code does not prove
+is left alone. libcst is imported only here, and only when a fix is asked for: install ``kvlint[fix]``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kvlint.finding import Finding
+
+FIXABLE = frozenset({"KVL102", "KVL112", "KVL301"})
+"""Rules with an autofix (the rule docs say so from this set)."""
+
+SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
+"""Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""
+INT_FACTORIES = frozenset({"arange", "tensor", "as_tensor", "zeros", "ones", "full", "empty", "randint"})
+INT64_NAMES = frozenset({"int64", "long"})
+
+
+class FixUnavailable(Exception):
+    """libcst is not installed."""
+
+
+@dataclass
+class FixResult:
+    path: str
+    original: str
+    fixed: str
+    applied: list[Finding] = field(default_factory=list)
+    """The findings a rewrite was made for."""
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+    def diff(self) -> str:
+        relative = not self.path.startswith(("/", "\\")) and ":" not in self.path[:3]
+        old, new = (f"a/{self.path}", f"b/{self.path}") if relative else (self.path, self.path)
+        return "".join(difflib.unified_diff(
+            self.original.splitlines(keepends=True), self.fixed.splitlines(keepends=True), fromfile=old, tofile=new,
+        ))
+
+
+def _import_libcst():
+    try:
+        import libcst
+    except ImportError:
+        raise FixUnavailable("--fix and --diff need libcst: pip install 'kvlint[fix]'") from None
+    return libcst
+
+
+def _char_column(lines: Sequence[str], line: int, byte_column: int) -> int:
+    if not 0 < line <= len(lines):
+        return byte_column
+    return len(lines[line - 1].encode("utf-8")[:byte_column].decode("utf-8", "ignore"))
+
+
+def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
+               wrappers: dict[str, str] | None = None) -> FixResult:
+    """Apply the certain fixes for ``findings`` (found by the engine in ``source``)."""
+    wanted = [f for f in findings if f.code in FIXABLE]
+    if not wanted:
+        return FixResult(path, source, source)
+    _import_libcst()
+    from kvlint._fix_edits import Planner
+
+    planner = Planner(source, path, wrappers or {})
+    lines = source.splitlines()
+    applied = []
+    for finding in wanted:
+        start = (finding.line, _char_column(lines, finding.line, finding.column))
+        end = (finding.end_line, _char_column(lines, finding.end_line, finding.end_column))
+        handler: Callable[[Finding, tuple[int, int], tuple[int, int]], bool] = {
+            "KVL102": planner.plan_rename,
+            "KVL112": planner.plan_alias,
+            "KVL301": planner.plan_block_table,
+        }[finding.code]
+        if handler(finding, start, end):
+            applied.append(finding)
+    fixed = planner.apply() if applied else source
+    try:
+        compile(fixed, path, "exec")
+    except SyntaxError:  # pragma: no cover - a rewrite never breaks syntax; refuse rather than write it
+        return FixResult(path, source, source)
+    return FixResult(path, source, fixed, applied)

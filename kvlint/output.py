@@ -1,0 +1,263 @@
+"""Renderers of findings: ``text`` (for people), ``json``, ``github`` (Actions annotations) and ``sarif``
+(SARIF 2.1.0 as GitHub code scanning reads it).
+
+``text`` is not a stable surface; ``json``, ``github`` and ``sarif`` are. The SARIF log is shared by the
+CLI and by the pylint reporter (``kvlint.reporters.SarifReporter``), so both give the same results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvlint import __version__
+from kvlint.docs import DOCS_HOME, doc_url, full_description, help_text, render_page
+from kvlint.finding import Finding
+from kvlint.ruleset import RULES, STATIC_RULES, Rule
+
+FORMATS = ("text", "json", "github", "sarif")
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SRCROOT = "%SRCROOT%"
+
+
+def format_text(finding: Finding) -> str:
+    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {finding.message} [{finding.symbol}]"
+
+
+def render_text(findings: Iterable[Finding]) -> str:
+    return "".join(format_text(f) + "\n" for f in findings)
+
+
+def render_json(findings: Iterable[Finding]) -> str:
+    return json.dumps([f.to_json() for f in findings], indent=2) + "\n"
+
+
+# --- GitHub Actions workflow commands ---------------------------------------------------------------------
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_github(finding: Finding) -> str:
+    """``::error file=...,line=...,endLine=...,col=...,endColumn=...,title=KVL201::message``; columns only
+    when the finding starts and ends on one line (GitHub ignores them otherwise)."""
+    level = "error" if finding.severity == "error" else "warning"
+    props = [f"file={_escape_property(finding.path)}", f"line={finding.line}", f"endLine={finding.end_line}"]
+    if finding.line == finding.end_line:
+        props += [f"col={finding.column + 1}", f"endColumn={finding.end_column + 1}"]
+    props.append(f"title={finding.code}")
+    return f"::{level} {','.join(props)}::{_escape_data(f'{finding.message} [{finding.symbol}]')}"
+
+
+def render_github(findings: Iterable[Finding]) -> str:
+    return "".join(format_github(f) + "\n" for f in findings)
+
+
+# --- SARIF 2.1.0 ------------------------------------------------------------------------------------------
+
+def repository_root(start: str = ".") -> Path:
+    """The top of the git work tree containing ``start``, else ``start`` itself (resolved)."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def artifact_uri(path: str, root: Path) -> tuple[str, bool]:
+    """(uri, relative?): the path relative to ``root`` with forward slashes, or a file URI outside it."""
+    resolved = Path(os.path.realpath(path))
+    try:
+        return resolved.relative_to(root).as_posix(), True
+    except ValueError:
+        return resolved.as_uri(), False
+
+
+class SourceLines:
+    """Lines of the linted files, read once, for fingerprints and column conversion."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, list[str]] = {}
+
+    def line(self, path: str, number: int) -> str | None:
+        if path not in self._cache:
+            try:
+                from kvlint.runner import read_source
+
+                self._cache[path] = read_source(path).splitlines()
+            except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
+                self._cache[path] = []
+        lines = self._cache[path]
+        return lines[number - 1] if 0 < number <= len(lines) else None
+
+
+def _code_point_column(line: str | None, byte_column: int) -> int:
+    """ast/astroid columns count UTF-8 bytes; SARIF counts code points (1-based on output)."""
+    if line is None:
+        return byte_column
+    return len(line.encode("utf-8")[:byte_column].decode("utf-8", "ignore"))
+
+
+@dataclass(frozen=True)
+class RuleDescriptor:
+    """A SARIF ``reportingDescriptor``: kvlint's rules come from the catalogue; the pylint reporter adds
+    descriptors for pylint's own messages."""
+
+    id: str
+    name: str
+    short: str
+    full: str
+    help_text: str
+    level: str
+    help_markdown: str = ""
+    help_uri: str = ""
+    tags: tuple[str, ...] = ()
+
+    def to_sarif(self) -> dict:
+        descriptor: dict = {
+            "id": self.id,
+            "name": self.name,
+            "shortDescription": {"text": self.short[:1024]},
+            "fullDescription": {"text": self.full},
+            "help": {"text": self.help_text},
+            "defaultConfiguration": {"level": self.level},
+            "properties": {
+                "tags": list(self.tags),
+                "precision": "high",
+                "problem.severity": {"error": "error", "warning": "warning"}.get(self.level, "recommendation"),
+            },
+        }
+        if self.help_markdown:
+            descriptor["help"]["markdown"] = self.help_markdown
+        if self.help_uri:
+            descriptor["helpUri"] = self.help_uri
+        return descriptor
+
+
+def kvlint_descriptor(entry: Rule) -> RuleDescriptor:
+    return RuleDescriptor(
+        id=entry.code,
+        name=entry.symbol,
+        short=entry.summary,
+        full=full_description(entry),
+        help_text=help_text(entry),
+        help_markdown=render_page(entry),
+        help_uri=doc_url(entry),
+        level="error" if entry.severity == "error" else "warning",
+        tags=("kvlint", "torch_npu", f"family-{entry.family}"),
+    )
+
+
+@dataclass
+class SarifLog:
+    """Builds one SARIF run. ``add`` takes positions as kvlint findings have them (1-based lines, 0-based
+    byte columns, exclusive end column)."""
+
+    root: Path = field(default_factory=repository_root)
+    extra_rules: list[RuleDescriptor] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    notifications: list[str] = field(default_factory=list)
+    _lines: SourceLines = field(default_factory=SourceLines)
+    _seen: Counter = field(default_factory=Counter)
+
+    _descriptors: list[RuleDescriptor] | None = None
+
+    def descriptors(self) -> list[RuleDescriptor]:
+        if self._descriptors is None or len(self._descriptors) != len(STATIC_RULES) + len(self.extra_rules):
+            self._descriptors = [kvlint_descriptor(r) for r in STATIC_RULES] + self.extra_rules
+        return self._descriptors
+
+    def add(self, path: str, line: int, column: int, end_line: int, end_column: int, code: str,
+            message: str, level: str) -> None:
+        uri, relative = artifact_uri(path, self.root)
+        start_text = self._lines.line(path, line)
+        end_text = start_text if end_line == line else self._lines.line(path, end_line)
+        key = (uri, code, (start_text or "").strip())
+        self._seen[key] += 1
+        digest = hashlib.sha256("\0".join(key[1:]).encode("utf-8")).hexdigest()[:16]
+        location: dict = {"uri": uri}
+        if relative:
+            location["uriBaseId"] = SRCROOT
+        self.results.append({
+            "ruleId": code,
+            "ruleIndex": self._rule_index(code),
+            "level": level,
+            "message": {"text": message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": location,
+                "region": {
+                    "startLine": line,
+                    "startColumn": _code_point_column(start_text, column) + 1,
+                    "endLine": end_line,
+                    "endColumn": _code_point_column(end_text, end_column) + 1,
+                },
+            }}],
+            "partialFingerprints": {"primaryLocationLineHash": f"{digest}:{self._seen[key]}"},
+        })
+
+    def add_finding(self, finding: Finding) -> None:
+        self.add(finding.path, finding.line, finding.column, finding.end_line, finding.end_column,
+                 finding.code, f"{finding.message} [{finding.symbol}]",
+                 "error" if finding.severity == "error" else "warning")
+
+    def _rule_index(self, code: str) -> int:
+        return next(i for i, descriptor in enumerate(self.descriptors()) if descriptor.id == code)
+
+    def to_dict(self) -> dict:
+        invocation: dict = {"executionSuccessful": not self.notifications}
+        if self.notifications:
+            invocation["toolExecutionNotifications"] = [
+                {"level": "error", "message": {"text": text}} for text in self.notifications
+            ]
+        return {
+            "$schema": SARIF_SCHEMA,
+            "version": "2.1.0",
+            "runs": [{
+                "tool": {"driver": {
+                    "name": "kvlint",
+                    "version": __version__,
+                    "semanticVersion": __version__,
+                    "informationUri": DOCS_HOME,
+                    "rules": [d.to_sarif() for d in self.descriptors()],
+                }},
+                "originalUriBaseIds": {SRCROOT: {"uri": self.root.as_uri() + "/"}},
+                "invocations": [invocation],
+                "columnKind": "unicodeCodePoints",
+                "results": self.results,
+            }],
+        }
+
+    def render(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def render_sarif(findings: Iterable[Finding], errors: Sequence[str] = (), root: Path | None = None) -> str:
+    log = SarifLog(root=root or repository_root())
+    for finding in findings:
+        log.add_finding(finding)
+    log.notifications.extend(errors)
+    return log.render()
+
+
+def render(fmt: str, findings: Sequence[Finding], errors: Sequence[str] = ()) -> str:
+    if fmt == "json":
+        return render_json(findings)
+    if fmt == "github":
+        return render_github(findings)
+    if fmt == "sarif":
+        return render_sarif(findings, errors)
+    return render_text(findings)
+
+
+def statistics(findings: Iterable[Finding]) -> str:
+    counts = Counter(f.code for f in findings)
+    return "".join(f"{count:<6} {code} [{RULES[code].symbol}]\n" for code, count in sorted(counts.items()))

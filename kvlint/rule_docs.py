@@ -1,0 +1,566 @@
+"""The text of every static rule's documentation page (rendered by ``kvlint.docs``).
+
+Code, symbol, severity and summary come from the rule catalogue (``kvlint.ruleset``); whether a rule has
+an autofix comes from ``kvlint.fix.FIXABLE``. This module holds only what a catalogue row cannot: what the
+rule looks at, the concrete failure, a bad and a fixed example (both linted by the test suite: the bad one
+is reported with exactly the rule's code, the fixed one is clean) and the references.
+
+References name a section of the operator reference (``shared/reference/torch_npu_ops.md`` or
+``reference_semantics.md``, which cite the torch_npu wheel and Ascend/op-plugin docs they come from) and,
+where one exists, a public bug report of the same mistake (``shared/reference/bug_reports.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPS = "torch_npu_ops.md"
+SEMANTICS = "reference_semantics.md"
+
+
+@dataclass(frozen=True)
+class Reference:
+    title: str
+    doc: str = ""
+    """A file of the operator reference (OPS / SEMANTICS), or empty for a public URL."""
+    url: str = ""
+
+
+def gh(repo: str, kind: str, number: int, title: str) -> Reference:
+    """A public GitHub issue or pull request."""
+    path = "pull" if kind == "PR" else "issues"
+    return Reference(f"{repo} {kind} #{number}: {title}", url=f"https://github.com/{repo}/{path}/{number}")
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    what: str
+    why: str
+    bad: str
+    good: str
+    references: tuple[Reference, ...]
+    fix: str = ""
+    """How the autofix rewrites the code (empty: no autofix, and ``no_fix`` says why)."""
+    no_fix: str = ""
+
+
+_HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
+
+DOCS: dict[str, RuleDoc] = {
+    "KVL000": RuleDoc(
+        what="Reports a file that kvlint cannot parse as Python 3, with the parser's reason and position.",
+        why="Nothing in such a file can be checked, so every other rule is silent on it. Python raises "
+            "`SyntaxError` when the module is imported.",
+        bad="import torch_npu\n\n\ndef decode(q, k, v):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.125\n",
+        good="import torch_npu\n\n\ndef decode(q, k, v):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.125)\n",
+        references=(Reference("Python language reference: lexical analysis and grammar",
+                              url="https://docs.python.org/3/reference/grammar.html"),),
+        no_fix="kvlint cannot guess the intended code. The finding cannot be suppressed either: a comment "
+               "in a file that does not parse cannot be trusted.",
+    ),
+    "KVL101": RuleDoc(
+        what="Reports a keyword argument that the resolved operator's schema does not have, and names the "
+             "closest valid keyword.",
+        why="The operators are called through the PyTorch dispatcher, which rejects an unknown keyword "
+            "with `RuntimeError: Unknown keyword argument ...`. The error comes at the first call, after "
+            "the model weights have loaded, often minutes into a job.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layuot=\"BSND\"\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n    )\n",
+        references=(Reference("§2 Full signatures; §7 What raises vs what is silent", OPS),),
+        no_fix="The closest spelling is a guess; the message names it and you decide.",
+    ),
+    "KVL102": RuleDoc(
+        what="Reports FIA v1 (`npu_fused_infer_attention_score`) called with a keyword that only FIA v2 "
+             "has, FIA v2 called with a v1-only keyword, or the IFA/PFA spelling (`scale_value`, "
+             "`deq_scale1`) on FIA. The message names the exact rename (`scale` -> `softmax_scale`). "
+             "Keywords passed through a statically known `**kwargs` dict count too.",
+        why="v2 renamed most parameters (`num_heads` -> `num_query_heads`, `scale` -> `softmax_scale`, "
+            "`actual_seq_lengths` -> `actual_seq_qlen`, ...) and no name means different things in the two "
+            "versions, so every mix raises `RuntimeError` at the first call. Migrations between IFA, FIA "
+            "v1 and FIA v2 are where this happens.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "        q, k, v, num_query_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+             "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n"
+             "    )\n",
+        references=(
+            Reference("§3 FIA v1 <-> FIA v2 parameter mapping; §4 Same name, different meaning", OPS),
+            gh("vllm-project/vllm-ascend", "PR", 2792,
+               "replace npu_incre_flash_attention with npu_fused_infer_attention_score"),
+            gh("sgl-project/sglang", "PR", 25768, "[NPU]Replace ascend vision attn operator"),
+        ),
+        fix="`kvlint --fix` renames the keyword to the operator's own spelling when the rename is one to "
+            "one (in the call, or as the key of a `**kwargs` dict used only by that call) and the new name "
+            "is not already passed. A keyword that has no counterpart in the other version is left alone.",
+    ),
+    "KVL103": RuleDoc(
+        what="Reports more positional arguments than the schema allows: FIA, FIA v2, IFA and PFA take "
+             "`query, key, value` positionally and everything else by keyword. For "
+             "`npu_fusion_attention`, whose schema has no keyword-only marker, it reports a 6th positional "
+             "argument that is not a position bias.",
+        why="A 4th positional argument to FIA/IFA/PFA raises `RuntimeError` (\"takes 3 positional "
+            "argument(s)\"). `npu_fusion_attention(q, k, v, n, \"BSND\", mask)` is worse: it is accepted, "
+            "the mask binds to `pse` (an additive bias) and `atten_mask` stays None, so the attention is "
+            "computed unmasked.",
+        bad=_HEADER + "def decode(q, k, v, mask, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, mask, num_heads=32, scale=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def decode(q, k, v, mask, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, atten_mask=mask, num_heads=32, scale=1 / math.sqrt(head_dim)\n    )\n",
+        references=(Reference("§2 Full signatures; §7 What raises vs what is silent (FA positional row)", OPS),),
+        no_fix="Which parameter the extra argument was meant for is a judgement call.",
+    ),
+    "KVL104": RuleDoc(
+        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `scale` / `softmax_scale` / "
+             "`scale_value`.",
+        why="The default scale is 1.0, not 1/sqrt(head_dim). The call runs and returns numbers, but the "
+            "softmax is far too sharp: the output is silently wrong (the operator docs: \"in most cases it "
+            "must be set manually, otherwise the results are wrong\").",
+        bad=_HEADER + "def decode(q, k, v):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=32, input_layout=\"BSND\")\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, input_layout=\"BSND\", scale=1 / math.sqrt(head_dim)\n    )\n",
+        references=(Reference("§8 Silent wrong-result catalogue, S1; §2 default-value landmines", OPS),),
+        no_fix="The right scale depends on the head dim (and on the model: MLA uses 1/sqrt(D + 64)).",
+    ),
+    "KVL105": RuleDoc(
+        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads`.",
+        why="The default is 1. With the BSH layout the head split comes only from this value "
+            "(D = H // num_heads), so a missing value silently computes one huge head instead of many; "
+            "with BNSD the call fails at run time.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, scale=1 / math.sqrt(head_dim), input_layout=\"BSH\"\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSH\"\n    )\n",
+        references=(Reference("§8 Silent wrong-result catalogue, S2; §5.3 input_layout", OPS),),
+        no_fix="The head count is a property of the model kvlint cannot see.",
+    ),
+    "KVL106": RuleDoc(
+        what="Reports a literal `input_layout` (or a constant it resolves to) outside the set the operator "
+             "accepts. The check is case-sensitive, as the operators are (except `npu_fusion_attention`, "
+             "which upper-cases its argument).",
+        why="FIA and FIA v2 raise `RuntimeError` (\"layout only support ...\") at the first call; IFA and PFA "
+            "forward the string to CANN, which fails at launch with an opaque aclnn error code.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"bnsd\"\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BNSD\"\n    )\n",
+        references=(Reference("§5.3 input_layout; §7 What raises vs what is silent", OPS),),
+        no_fix="The intended layout depends on the tensors' shapes.",
+    ),
+    "KVL107": RuleDoc(
+        what="Reports a literal `sparse_mode` the operator does not accept: FIA and FIA v2 take 0-4, and 9 "
+             "only together with `query_rope` and `key_rope`; PFA takes 0-4.",
+        why="Modes 5-8 are documented as \"not implemented yet, do not use\" for FIA and raise for Q_S > 1; "
+            "for decode (Q_S = 1, no rope) FIA ignores `sparse_mode` altogether, so the same code fails "
+            "only when prefill runs.",
+        bad=_HEADER + "def prefill(q, k, v, causal_mask, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=causal_mask, sparse_mode=5\n"
+            "    )\n",
+        good=_HEADER + "def prefill(q, k, v, causal_mask, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=causal_mask, sparse_mode=3\n"
+             "    )\n",
+        references=(Reference("§5.2 Mask shape rules per sparse_mode", OPS),),
+        no_fix="Which mode was meant is a judgement call.",
+    ),
+    "KVL108": RuleDoc(
+        what="Reports an FIA / FIA v2 call that passes exactly one of `query_rope` and `key_rope` "
+             "(directly or through a known `**kwargs` dict).",
+        why="MLA's rope split needs both halves: the operator documentation requires them \"together or not "
+            "at all\", and one alone fails at launch.",
+        bad=_HEADER + "def mla(q_nope, k_nope, v, q_rope, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q_nope, k_nope, v, num_heads=16, scale=1 / math.sqrt(head_dim + 64), query_rope=q_rope\n"
+            "    )\n",
+        good=_HEADER + "def mla(q_nope, k_nope, v, q_rope, k_rope, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q_nope, k_nope, v, num_heads=16, scale=1 / math.sqrt(head_dim + 64), query_rope=q_rope,\n"
+             "        key_rope=k_rope,\n    )\n",
+        references=(Reference("§5.6 MLA (query_rope / key_rope)", OPS),),
+        no_fix="The missing tensor is not in the code.",
+    ),
+    "KVL109": RuleDoc(
+        what="Reports literal head counts where `num_heads` (or `num_query_heads`) is not divisible by "
+             "`num_key_value_heads`, or the ratio is above 64.",
+        why="Grouped-query attention maps each KV head to num_heads / num_key_value_heads query heads; "
+            "the operators require an integer ratio of at most 64. Eager mode checks only num_heads > 0 and "
+            "leaves the rest to CANN, which fails at launch with an opaque error code.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, num_key_value_heads=6, scale=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, num_key_value_heads=8, scale=1 / math.sqrt(head_dim)\n    )\n",
+        references=(Reference("§5.10 GQA", OPS),),
+        no_fix="The head counts are properties of the model.",
+    ),
+    "KVL110": RuleDoc(
+        what="Reports FIA v1 given `actual_seq_lengths=` a value named like KV lengths (kv, context, "
+             "cache, seq_lens_kv, ...) and no `actual_seq_lengths_kv`.",
+        why="`actual_seq_lengths` means KV lengths in IFA but query lengths in FIA. Code migrated from IFA "
+            "keeps a valid call, and for decode (Q_S = 1, non-TND) FIA ignores `actual_seq_lengths` "
+            "entirely: the kernel attends over the whole KV buffer, padding included, with no error.",
+        bad=_HEADER + "def decode(q, k, v, kv_lens, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), actual_seq_lengths=kv_lens\n    )\n",
+        good=_HEADER + "def decode(q, k, v, kv_lens, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), actual_seq_lengths_kv=kv_lens\n    )\n",
+        references=(
+            Reference("§4 Same name, different meaning; §8 Silent wrong-result catalogue, S3", OPS),
+            gh("vllm-project/vllm-ascend", "PR", 2792,
+               "replace npu_incre_flash_attention with npu_fused_infer_attention_score"),
+        ),
+        no_fix="Whether the value holds query or KV lengths is a judgement call.",
+    ),
+    "KVL111": RuleDoc(
+        what="Reports a literal TND/NTD-family `input_layout` on a call that does not pass both the query "
+             "and the KV length arguments.",
+        why="In TND the batch is packed along T and the lengths are the only way the kernel finds the "
+            "sequence boundaries; the operators require both (cumulative) length lists and fail at launch "
+            "when one is missing.",
+        bad=_HEADER + "def varlen(q, k, v, cu_q, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"TND\",\n"
+            "        actual_seq_lengths=cu_q,\n    )\n",
+        good=_HEADER + "def varlen(q, k, v, cu_q, cu_kv, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"TND\",\n"
+             "        actual_seq_lengths=cu_q, actual_seq_lengths_kv=cu_kv,\n    )\n",
+        references=(
+            Reference("§5.3 input_layout; §8 Silent wrong-result catalogue, S4", OPS),
+            gh("sgl-project/sglang", "PR", 31867, "[NPU] Update non-vit vision part for cumulative seqlen"),
+        ),
+        no_fix="The length tensors are not in the call.",
+    ),
+    "KVL112": RuleDoc(
+        what="Reports `torch.<npu operator>(...)` (for example `torch.npu_fused_infer_attention_score`) "
+             "and `torch_npu.npu.<operator>(...)`.",
+        why="`torch.<op>` exists but is a deprecated wrapper that always raises `RuntimeError` (\"Use "
+            "torch_npu.<op> instead\"); `torch_npu.npu` is the device runtime module and has no operators, "
+            "so the attribute lookup fails.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim))\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim))\n",
+        references=(Reference("§1 How the ops are reachable", OPS),),
+        fix="`kvlint --fix` rewrites the callee to `torch_npu.<op>` (using the module's own alias when it "
+            "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
+            "module does not import it.",
+    ),
+    "KVL201": RuleDoc(
+        what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
+             "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "
+             "mask); for `npu_fusion_attention`, anything but bool or uint8. The value is followed through "
+             "assignments, attributes set in `__init__`, helpers and dtype-changing methods.",
+        why="The fused operators take a boolean-style mask in which 1/True means \"masked out\". A float "
+            "mask is either rejected at launch with an opaque aclnn error code (after the model loaded) or, "
+            "where a framework converts it, loses its additive meaning: a 0/-inf mask passed as a bias "
+            "produced NaNs on long KV, and booleanizing a finite bias silently drops it.",
+        bad=_HEADER + "def prefill(q, k, v, q_len, kv_len, head_dim):\n"
+            "    mask = torch.zeros(1, 1, q_len, kv_len, dtype=torch.float16)\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask\n    )\n",
+        good=_HEADER + "def prefill(q, k, v, q_len, kv_len, head_dim):\n"
+             "    mask = torch.zeros(1, 1, q_len, kv_len, dtype=torch.bool)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask\n    )\n",
+        references=(
+            Reference("§5.1 atten_mask dtype and polarity", OPS),
+            gh("tc-mb/llama.cpp-omni", "PR", 89,
+               "[CANN] fix flash-attn mask: use BOOL attenMask instead of F16 -Inf pseShift"),
+            gh("huggingface/transformers", "PR", 48843,
+               "Fix NPU SDPA path silently discarding additive attention bias masks"),
+            gh("vllm-project/vllm-ascend", "PR", 8387,
+               "[Attention][BugFix] Fix the atten_mask in the npu_fused_infer_attention_score_v2"),
+        ),
+        no_fix="Converting an additive mask to a boolean one changes its meaning (which values are -inf, "
+               "and which polarity): a judgement call.",
+    ),
+    "KVL202": RuleDoc(
+        what="Reports `sparse_mode` 2, 3 or 4 with a mask whose shape is known and is not (2048, 2048), "
+             "(1, 2048, 2048) or (1, 1, 2048, 2048), including a mask sized by the runtime sequence length.",
+        why="Modes 2-4 take an optimized causal/band template of fixed size 2048x2048, not a full "
+            "S1xS2 mask. Another shape raises at launch (\"CheckAttentionMask ... shape is ...\"); a mask "
+            "built from the sequence length works only when that length happens to be 2048.",
+        bad=_HEADER + "def prefill(q, k, v, seq_len, head_dim):\n"
+            "    mask = torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), diagonal=1)\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+        good=_HEADER + "def prefill(q, k, v, seq_len, head_dim):\n"
+             "    mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+        references=(
+            Reference("§5.2 Mask shape rules per sparse_mode", OPS),
+            gh("sgl-project/sglang", "PR", 25455, "[NPU] MiMo-V2-Flash Adaptation"),
+            gh("vllm-project/vllm-ascend", "PR", 2962,
+               "[Perf] Add new npu_fused_infer_attention_score op ... resolve long-seq mask problems"),
+        ),
+        no_fix="Replacing the mask changes what the code allocates and caches; the fix is shown above.",
+    ),
+    "KVL203": RuleDoc(
+        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None.",
+        why="FIA and PFA raise for prefill when the mask these modes require is missing; "
+            "`npu_fusion_attention` silently ignores `sparse_mode` without a mask and computes full, "
+            "non-causal attention: every token sees the future.",
+        bad=_HEADER + "def prefill(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), sparse_mode=3\n    )\n",
+        good=_HEADER + "def prefill(q, k, v, head_dim):\n"
+             "    mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+        references=(
+            Reference("§5.2 Mask shape rules per sparse_mode; §8 Silent wrong-result catalogue, S6", OPS),
+            gh("vllm-project/vllm-omni", "issue", 7322,
+               "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
+        ),
+        no_fix="The mask to build depends on the mode and the model.",
+    ),
+    "KVL204": RuleDoc(
+        what="Reports a mask built with `torch.tril(...)` and not inverted (`~`, `logical_not`, `1 - m`, "
+             "`== 0`) that reaches `atten_mask`.",
+        why="In the Ascend operators True/1 means \"masked out\" - the opposite of SDPA's boolean mask. "
+            "A lower-triangular mask therefore hides exactly the part each token should see and lets it "
+            "see the future: the call runs and returns wrong numbers.",
+        bad=_HEADER + "def prefill(q, k, v, head_dim):\n"
+            "    mask = torch.tril(torch.ones(2048, 2048, dtype=torch.bool))\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+        good=_HEADER + "def prefill(q, k, v, head_dim):\n"
+             "    mask = ~torch.tril(torch.ones(2048, 2048, dtype=torch.bool))\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+        references=(
+            Reference("§5.1 atten_mask dtype and polarity; §8 Silent wrong-result catalogue, S7", OPS),
+            Reference("§4.1 Polarity: True / 1 = masked out", SEMANTICS),
+            gh("sgl-project/sglang", "PR", 7722, "Ascend attention backend (PA & MLA)"),
+        ),
+        no_fix="The rule is a warning: a tril mask may be inverted somewhere kvlint cannot see.",
+    ),
+    "KVL205": RuleDoc(
+        what="Reports an additive float mask (`-inf`, `finfo.min`) passed as `pse_shift`.",
+        why="`pse_shift` is a position bias added to the scores, not a mask. Hard -inf values in it "
+            "produced NaNs and garbled output at long KV lengths; and a mask-shaped pse that is not "
+            "per-head is wrong at every length.",
+        bad=_HEADER + "def decode(q, k, v, kv_len, head_dim):\n"
+            "    bias = torch.full((1, 32, 1, kv_len), float(\"-inf\"), dtype=torch.float16)\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), pse_shift=bias\n    )\n",
+        good=_HEADER + "def decode(q, k, v, kv_len, head_dim):\n"
+             "    mask = torch.zeros(1, 1, 1, kv_len, dtype=torch.bool)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask\n    )\n",
+        references=(
+            Reference("§5.1 (pse_shift is not a mask); §8 Silent wrong-result catalogue, S8 and S9", OPS),
+            gh("tc-mb/llama.cpp-omni", "PR", 89,
+               "[CANN] fix flash-attn mask: use BOOL attenMask instead of F16 -Inf pseShift"),
+            gh("vllm-project/vllm-ascend", "issue", 15503,
+               "npu_fused_infer_attention_score silently ignores atten_mask past KV position 512"),
+        ),
+        no_fix="Splitting a bias into a boolean mask and a finite bias is a judgement call.",
+    ),
+    "KVL206": RuleDoc(
+        what="Reports top-left causal alignment over a KV cache: FIA/PFA `sparse_mode=2` in a call that "
+             "also reads cached or paged KV (`block_table`, or KV lengths given separately), and "
+             "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache.",
+        why="With P cached tokens and T new queries, query i sits at position P + i and must see keys up to "
+            "P + i (bottom-right alignment). Top-left alignment lets it see only keys up to i, so most of "
+            "the cache is hidden from every query: chunked prefill and prefix caching silently compute "
+            "wrong attention.",
+        bad=_HEADER + "def chunked_prefill(q, k_cache, v_cache, tables, q_lens, kv_lens, head_dim):\n"
+            "    mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask,\n"
+            "        sparse_mode=2, block_table=tables, block_size=128,\n"
+            "        actual_seq_lengths=q_lens, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        good=_HEADER + "def chunked_prefill(q, k_cache, v_cache, tables, q_lens, kv_lens, head_dim):\n"
+             "    mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask,\n"
+             "        sparse_mode=3, block_table=tables, block_size=128,\n"
+             "        actual_seq_lengths=q_lens, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(
+            Reference("§8 Non-square causal alignment (chunked prefill)", SEMANTICS),
+            gh("sgl-project/sglang", "PR", 22020, "[NPU] Fix FIA chunked prefill accuracy bug on Ascend"),
+            gh("xLLM-AI/xllm", "PR", 2161, "feat: fix prefix-cache prefill attention in Python graph path"),
+        ),
+        no_fix="The rule is a warning: a call may never see a cache with more tokens than queries.",
+    ),
+    "KVL301": RuleDoc(
+        what="Reports a value reaching `block_table` whose dtype is known and is not int32: "
+             "`torch.arange(...)` (int64 by default), `torch.tensor(list_of_ints)`, `.long()`, "
+             "`dtype=torch.int64`. A later `.to(torch.int32)` or `.int()` makes it fine.",
+        why="The paged-attention kernels read `block_table` as int32 block ids and do not validate them "
+            "(\"block-id validity is currently not checked\"). An int64 table is rejected at launch or, "
+            "read as int32, points at the wrong blocks.",
+        bad=_HEADER + "def decode(q, k_cache, v_cache, batch, num_blocks, kv_lens, head_dim):\n"
+            "    tables = torch.arange(num_blocks).reshape(batch, -1)\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+            "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        good=_HEADER + "def decode(q, k_cache, v_cache, batch, num_blocks, kv_lens, head_dim):\n"
+             "    tables = torch.arange(num_blocks, dtype=torch.int32).reshape(batch, -1)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+             "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(
+            Reference("§5.4 Paged attention; §5.8 dtypes", OPS),
+            gh("vllm-project/vllm-ascend", "PR", 16597,
+               "[Feature][MRV2] Supports the combination of SFA PCP, DCP, and MTP"),
+        ),
+        fix="`kvlint --fix` adds `dtype=torch.int32` to the factory call that builds the table "
+            "(`torch.arange`, `torch.tensor`, `torch.zeros`, ...; replacing an int64 `dtype=`), or turns "
+            "`.long()` into `.int()` - only where the finding points at that expression, or at a name "
+            "assigned once from it in the same function and used nowhere else.",
+    ),
+    "KVL302": RuleDoc(
+        what="Reports a call that passes `block_table` but no `block_size`.",
+        why="`block_size` defaults to 0, which means \"paged attention off\"; the kernel then reads the "
+            "cache tensors with the wrong layout, or fails at launch.",
+        bad=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+            "        block_table=tables, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        good=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+             "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(Reference("§5.4 Paged attention: block_table, block_size, cache layout", OPS),),
+        no_fix="The block size is a property of the cache allocator.",
+    ),
+    "KVL303": RuleDoc(
+        what="Reports a call that passes `block_table` but not the KV lengths (`actual_seq_lengths_kv` "
+             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA).",
+        why="A block table says where each sequence's blocks are, not how many tokens are valid in them. "
+            "The documentation requires the KV lengths in paged mode; without them the kernel fails or "
+            "attends over every slot of every block, padding included.",
+        bad=_HEADER + "def decode(q, k_cache, v_cache, tables, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+            "        block_table=tables, block_size=128,\n    )\n",
+        good=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+             "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(
+            Reference("§4 Same name, different meaning (paged mode demands actual_seq_lengths_kv); §5.4", OPS),
+            gh("xLLM-AI/xllm", "PR", 2161, "feat: fix prefix-cache prefill attention in Python graph path"),
+        ),
+        no_fix="The lengths are runtime data kvlint cannot see.",
+    ),
+    "KVL304": RuleDoc(
+        what="Reports a literal `block_size` that the documented constraints forbid: not a multiple of 16, "
+             "or above 512 on the non-MLA paths.",
+        why="The paged kernels tile the cache by block; the documented sizes are multiples of 16 (32 for "
+            "int8 KV, 128 for prefill) up to 512. Other sizes fail at launch with an aclnn error code, after "
+            "the model loaded.",
+        bad=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+            "        block_table=tables, block_size=100, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        good=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+             "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(Reference("§5.4 Paged attention (block_size rules per branch)", OPS),),
+        no_fix="The block size must match the cache allocation.",
+    ),
+    "KVL305": RuleDoc(
+        what="Reports the runner's KV length variable (`kv_len`, `kv_lens`, `kv_seq_len`, `cache_len`, "
+             "`cache_position`, `seq_lens`, or the names configured with `kv-len-names`) mutated inside an "
+             "`nn.Module`'s `forward` path: augmented assignment, in-place tensor methods (`add_`, `copy_`, "
+             "...), item assignment, or rebinding from itself.",
+        why="Every layer receives the same length. When one layer advances it, every following layer "
+            "writes its cache one slot further and reads one slot more: the cache drifts layer by layer "
+            "and the output degrades with no error. The runner, outside the layers, is the place to "
+            "advance it.",
+        bad=_HEADER + "class Layer(torch.nn.Module):\n"
+            "    def forward(self, key, cache, kv_len):\n"
+            "        torch_npu.scatter_update_(cache, kv_len, key, -2)\n"
+            "        kv_len += 1\n"
+            "        return cache\n",
+        good=_HEADER + "class Layer(torch.nn.Module):\n"
+             "    def forward(self, key, cache, kv_len):\n"
+             "        torch_npu.scatter_update_(cache, kv_len, key, -2)\n"
+             "        return cache\n\n\n"
+             "def decode_step(layers, key, caches, kv_len):\n"
+             "    for layer, cache in zip(layers, caches):\n"
+             "        layer(key, cache, kv_len)\n"
+             "    kv_len += 1\n"
+             "    return kv_len\n",
+        references=(Reference("§6 KV-cache write operators (scatter_update semantics)", OPS),),
+        no_fix="Moving the update to the runner changes the program's structure.",
+    ),
+    "KVL306": RuleDoc(
+        what="Reports the out-of-place `scatter_update(...)` / `npu_scatter_nd_update(...)` called as a bare "
+             "statement.",
+        why="These return an updated copy (the implementation clones its input) and leave the cache "
+            "unchanged. The new keys and values are never written: decoding attends over stale cache "
+            "entries without any error.",
+        bad=_HEADER + "def write(key_cache, positions, key):\n"
+            "    torch_npu.scatter_update(key_cache, positions, key, -2)\n"
+            "    return key_cache\n",
+        good=_HEADER + "def write(key_cache, positions, key):\n"
+             "    torch_npu.scatter_update_(key_cache, positions, key, -2)\n"
+             "    return key_cache\n",
+        references=(Reference("§6 KV-cache write operators; §8 Silent wrong-result catalogue, S11", OPS),),
+        no_fix="In-place update or assignment of the result: either is right, depending on the caller.",
+    ),
+    "KVL307": RuleDoc(
+        what="Reports key/value passed to FIA/IFA/PFA that are `repeat_interleave` (or `expand` + "
+             "`reshape`) copies of the KV heads.",
+        why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
+            "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
+            "the group size for nothing.",
+        bad=_HEADER + "def decode(q, key, value, head_dim):\n"
+            "    key = key.repeat_interleave(4, dim=2)\n"
+            "    value = value.repeat_interleave(4, dim=2)\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, key, value, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n    )\n",
+        good=_HEADER + "def decode(q, key, value, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, key, value, num_heads=32, num_key_value_heads=8, scale=1 / math.sqrt(head_dim),\n"
+             "        input_layout=\"BSND\",\n    )\n",
+        references=(Reference("§5.10 GQA", OPS),),
+        no_fix="Removing the copy also needs `num_key_value_heads`, a property of the model.",
+    ),
+    "KVL308": RuleDoc(
+        what="Reports the result of `npu_kv_rmsnorm_rope_cache` / `_v2` / `_v2_functional` unpacked into "
+             "the wrong number of names (they return 4, 2 and 4 tensors, in different orders).",
+        why="A mechanical migration from v1 to v2 that keeps four names raises `ValueError: not enough "
+            "values to unpack`; to `_v2_functional` it silently assigns the outputs to the wrong names "
+            "(the order differs).",
+        bad=_HEADER + "def write(kv, gamma, cos, sin, index, k_cache, ckv_cache):\n"
+            "    k_cache, ckv_cache, k_rope, c_kv = torch_npu.npu_kv_rmsnorm_rope_cache_v2(\n"
+            "        kv, gamma, cos, sin, index, k_cache, ckv_cache\n    )\n"
+            "    return k_rope, c_kv\n",
+        good=_HEADER + "def write(kv, gamma, cos, sin, index, k_cache, ckv_cache):\n"
+             "    k_rope, c_kv = torch_npu.npu_kv_rmsnorm_rope_cache_v2(\n"
+             "        kv, gamma, cos, sin, index, k_cache, ckv_cache\n    )\n"
+             "    return k_rope, c_kv\n",
+        references=(
+            Reference("§6 KV-cache write operators (npu_kv_rmsnorm_rope_cache output order)", OPS),
+            gh("vllm-project/vllm-ascend", "PR", 657,
+               "the unpacking of npu_kv_rmsnorm_rope_cache changed to four names (cited in the reference, §6)"),
+        ),
+        no_fix="Which names the code meant is a judgement call.",
+    ),
+}

@@ -1,0 +1,136 @@
+"""The CLI's output formats, rule listing and documentation, and its exit statuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvlint.docs import render_page
+from kvlint.ruleset import STATIC_RULES, rule
+
+BAD = '''import torch_npu
+
+
+def decode(q, k, v):
+    return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_heads=8, softmax_scale=0.1)
+'''
+MULTILINE = '''import torch_npu
+
+
+def decode(q, k, v):
+    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, input_layout=(
+        "bnsd"
+    ))
+'''
+
+
+def kvlint(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvlint", "--isolated", *args], capture_output=True, text=True,
+                          cwd=cwd, check=False)
+
+
+@pytest.fixture
+def bad_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.py"
+    path.write_text(BAD)
+    return path
+
+
+def test_text_lines_read_path_line_column_code_message_symbol(bad_file: Path) -> None:
+    out = kvlint(str(bad_file))
+    assert out.returncode == 1
+    assert out.stdout == (f"{bad_file}:5:66: KVL102 'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 "
+                          "takes 'num_query_heads' [fa-version-mix]\n")
+
+
+def test_json_has_exactly_the_contract_keys_with_one_based_columns(bad_file: Path) -> None:
+    out = kvlint("--format", "json", str(bad_file))
+    [finding] = json.loads(out.stdout)
+    assert finding == {
+        "path": str(bad_file), "line": 5, "column": 66, "end_line": 5, "end_column": 77, "code": "KVL102",
+        "symbol": "fa-version-mix", "severity": "error",
+        "message": "'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 takes 'num_query_heads'",
+    }
+
+
+def test_github_annotations_give_camel_case_positions_and_the_code_as_title(bad_file: Path) -> None:
+    out = kvlint("--format", "github", str(bad_file))
+    assert out.returncode == 1
+    assert out.stdout == (
+        f"::error file={bad_file},line=5,endLine=5,col=66,endColumn=77,title=KVL102::'num_heads' is the v1 "
+        "name; npu_fused_infer_attention_score_v2 takes 'num_query_heads' [fa-version-mix]\n"
+    )
+
+
+def test_github_annotation_of_a_multiline_finding_has_no_columns(tmp_path: Path) -> None:
+    path = tmp_path / "multi.py"
+    path.write_text(MULTILINE)
+    out = kvlint("--format", "github", str(path))
+    [line] = out.stdout.splitlines()
+    assert line.startswith(f"::error file={path},line=5,endLine=7,title=KVL106::")
+    assert "col=" not in line
+
+
+def test_github_escapes_commas_and_colons_in_properties(tmp_path: Path) -> None:
+    folder = tmp_path / "a,b:c"
+    folder.mkdir()
+    path = folder / "bad.py"
+    path.write_text(BAD)
+    out = kvlint("--format", "github", str(path))
+    assert out.stdout.startswith(f"::error file={str(path).replace(':', '%3A').replace(',', '%2C')},line=5,")
+
+
+def test_output_file_receives_the_report_and_stdout_stays_empty(bad_file: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    out = kvlint("--format", "json", "-o", str(report), str(bad_file))
+    assert out.returncode == 1 and out.stdout == ""
+    assert [f["code"] for f in json.loads(report.read_text())] == ["KVL102"]
+
+
+def test_unwritable_output_file_is_a_clear_error(bad_file: Path, tmp_path: Path) -> None:
+    out = kvlint("-o", str(tmp_path / "missing" / "report.txt"), str(bad_file))
+    assert out.returncode == 2
+    assert "report.txt: cannot write" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_clean_file_exits_zero_and_findings_exit_one_unless_exit_zero(bad_file: Path, tmp_path: Path) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("print('hello')\n")
+    assert kvlint(str(clean)).returncode == 0
+    assert kvlint(str(bad_file)).returncode == 1
+    assert kvlint("--exit-zero", str(bad_file)).returncode == 0
+
+
+def test_list_rules_prints_one_row_per_static_rule_with_fix_column() -> None:
+    out = kvlint("--list-rules")
+    assert out.returncode == 0
+    rows = out.stdout.splitlines()
+    assert rows[0].split()[:4] == ["code", "symbol", "severity", "fix"]
+    assert [row.split()[0] for row in rows[1:]] == [r.code for r in STATIC_RULES]
+    kvl102 = next(row for row in rows if row.startswith("KVL102"))
+    assert kvl102.split()[1:4] == ["fa-version-mix", "error", "yes"]
+
+
+@pytest.mark.parametrize("name", ["KVL201", "kvl201", "atten-mask-dtype"])
+def test_explain_prints_the_rule_page_by_code_or_symbol(name: str) -> None:
+    out = kvlint("--explain", name)
+    assert out.returncode == 0
+    assert out.stdout == render_page(rule("KVL201"))
+    assert out.stdout == Path("docs/rules/KVL201.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["KVL999", "no-such-rule", "KVL501"])
+def test_explain_of_an_unknown_or_runtime_rule_is_a_usage_error(name: str) -> None:
+    out = kvlint("--explain", name)
+    assert out.returncode == 2
+    assert f"'{name}' is not a kvlint rule code or symbol" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_statistics_count_findings_per_code(bad_file: Path) -> None:
+    out = kvlint("--statistics", str(bad_file))
+    assert out.stdout.splitlines()[-1].split() == ["1", "KVL102", "[fa-version-mix]"]
