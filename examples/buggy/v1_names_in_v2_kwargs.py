@@ -1,0 +1,84 @@
+"""Buggy example: a migration to FIA v2 that kept v1 keyword names in its kwargs dict.
+
+``npu_fused_infer_attention_score_v2`` renamed ``num_heads`` -> ``num_query_heads``, ``scale`` ->
+``softmax_scale``, ``actual_seq_lengths(_kv)`` -> ``actual_seq_qlen`` / ``actual_seq_kvlen``. Here most
+names were migrated, one old name survived in each kwargs dict. Everything else is ``examples/run.py``.
+
+Does not run to the end: the first attention call raises RuntimeError (unknown keyword argument), in the
+CPU emulator as on the device -- after the model has loaded, which on a real job is minutes in.
+Caught by: ``kvlint`` KVL102 (fa-version-mix), naming each rename.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # examples/, for the shared model
+from model import Config, Step, install_emulator, run_example  # noqa: E402
+
+try:
+    import torch_npu
+except ImportError:  # no Ascend stack on this machine
+    install_emulator()
+    import torch_npu
+
+CAUSAL_MASK = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)
+
+
+class PagedAttention(nn.Module):
+    """One layer's paged KV cache and its attention, as in ``examples/run.py`` but through FIA v2."""
+
+    def __init__(self, cfg: Config, batch: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        blocks = batch * cfg.blocks_per_seq
+        self.register_buffer("k_cache", torch.zeros(blocks, cfg.block_size, cfg.kv_hidden, dtype=cfg.dtype))
+        self.register_buffer("v_cache", torch.zeros(blocks, cfg.block_size, cfg.kv_hidden, dtype=cfg.dtype))
+        block_table = torch.arange(blocks, dtype=torch.int32).view(batch, cfg.blocks_per_seq)
+        self.register_buffer("block_table", block_table)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: Step) -> torch.Tensor:
+        hidden = self.cfg.kv_hidden
+        torch_npu.npu_scatter_nd_update_(self.k_cache.view(-1, hidden), step.slot_mapping, k[step.valid])
+        torch_npu.npu_scatter_nd_update_(self.v_cache.view(-1, hidden), step.slot_mapping, v[step.valid])
+        if q.shape[1] > 1:
+            return self._prefill(q, step)
+        return self._decode(q, step)
+
+    def _prefill(self, q: torch.Tensor, step: Step) -> torch.Tensor:
+        kwargs = {
+            "atten_mask": CAUSAL_MASK,
+            "actual_seq_qlen": step.q_lens,
+            "actual_seq_kvlen": step.kv_lens,
+            "block_table": self.block_table,
+            "block_size": self.cfg.block_size,
+            "num_heads": self.cfg.q_heads,  # BUG
+            "num_key_value_heads": self.cfg.kv_heads,
+            "softmax_scale": self.cfg.scale,
+            "input_layout": "BSH",
+            "sparse_mode": 3,
+        }
+        out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, self.k_cache, self.v_cache, **kwargs)
+        return out
+
+    def _decode(self, q: torch.Tensor, step: Step) -> torch.Tensor:
+        kwargs = {
+            "actual_seq_kvlen": step.kv_lens,
+            "block_table": self.block_table,
+            "block_size": self.cfg.block_size,
+            "num_query_heads": self.cfg.q_heads,
+            "num_key_value_heads": self.cfg.kv_heads,
+            "scale": self.cfg.scale,  # BUG
+            "input_layout": "BSH",
+            "sparse_mode": 0,
+        }
+        out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, self.k_cache, self.v_cache, **kwargs)
+        return out
+
+
+if __name__ == "__main__":
+    sys.exit(0 if run_example(PagedAttention) else 1)
