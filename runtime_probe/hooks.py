@@ -35,7 +35,7 @@ class ProbedOp:
     """Stands in for an operator callable: a packet, one of its overloads, or a stand-in's function."""
 
     def __init__(self, target: Callable[..., Any], name: str, overload: str | None, runner: Runner) -> None:
-        self._kvlint_target = target
+        self._kvlint_original = target
         self._kvlint_name = name
         self._kvlint_overload = overload
         self._kvlint_runner = runner
@@ -45,12 +45,12 @@ class ProbedOp:
         overload = self._kvlint_overload
         if overload is None:  # a packet picks its overload from the arguments: ``out=`` selects .out
             overload = "out" if "out" in kwargs and lookup(self._kvlint_name, "out") else "default"
-        return self._kvlint_runner.run(self._kvlint_target, self._kvlint_name, overload, args, kwargs)
+        return self._kvlint_runner.run(self._kvlint_original, self._kvlint_name, overload, args, kwargs)
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_kvlint_"):  # not yet set (copy, pickle): never recurse
             raise AttributeError(attr)
-        value = getattr(self._kvlint_target, attr)
+        value = getattr(self._kvlint_original, attr)
         if attr in OVERLOADS and self._kvlint_overload is None and lookup(self._kvlint_name, attr):
             if attr not in self._kvlint_overloads:
                 self._kvlint_overloads[attr] = ProbedOp(value, self._kvlint_name, attr, self._kvlint_runner)
@@ -58,7 +58,31 @@ class ProbedOp:
         return value
 
     def __repr__(self) -> str:
-        return repr(self._kvlint_target)
+        return repr(self._kvlint_original)
+
+
+def _original(value: object) -> object:
+    """The operator behind a wrapper (of any probe, active or stale)."""
+    return getattr(value, "_kvlint_original", value)
+
+
+def _loaded_owners() -> list[object]:
+    """``torch_npu`` and ``torch.ops.npu`` if loaded (torch itself is never imported here)."""
+    owners: list[object] = []
+    module = sys.modules.get("torch_npu")
+    if module is not None:
+        owners.append(module)
+    ops = getattr(sys.modules.get("torch"), "ops", None)
+    if ops is not None:
+        owners.append(ops.npu)
+    return owners
+
+
+def _get(owner: object, name: str) -> object:
+    try:
+        return getattr(owner, name)
+    except (AttributeError, RuntimeError):  # torch.ops.npu raises for unregistered ops
+        return None
 
 
 class Patches:
@@ -66,48 +90,52 @@ class Patches:
 
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
-        self._applied: list[tuple[object, str, object, object]] = []
-        self._wrappers: dict[int, ProbedOp] = {}
+        self._applied: list[tuple[object, str, object]] = []
+        self._wrappers: dict[int, object] = {}
 
-    def wrap(self, owner: object) -> int:
-        """Replace the catalogue's operators present on ``owner``; returns how many were wrapped."""
-        count = 0
+    def _wrapper(self, original: Any, name: str) -> object | None:
+        """One wrapper per operator object, so ``torch_npu.X is torch.ops.npu.X`` stays true."""
+        if id(original) not in self._wrappers:
+            if type(original).__module__ == "torch._ops":  # must stay a torch object for torch's sake
+                from kvlint.runtime_probe import op_wrappers
+
+                if not op_wrappers.wrappable(original):
+                    return None
+                self._wrappers[id(original)] = op_wrappers.probed_packet(original, name, self._runner)
+            else:
+                self._wrappers[id(original)] = ProbedOp(original, name, None, self._runner)
+        return self._wrappers[id(original)]
+
+    def wrap(self, owner: object) -> None:
+        """Replace the catalogue's operators present on ``owner`` (a stale probe's wrappers too)."""
         for name in OPERATORS:
-            try:
-                original = getattr(owner, name)
-            except (AttributeError, RuntimeError):  # torch.ops.npu raises for unregistered ops
+            current = _get(owner, name)
+            if current is None or not callable(current) or getattr(current, "_kvlint_runner", None) is self._runner:
                 continue
-            if isinstance(original, ProbedOp) or not callable(original):
-                continue
-            wrapper = self._wrappers.get(id(original))
-            if wrapper is None:
-                wrapper = self._wrappers[id(original)] = ProbedOp(original, name, None, self._runner)
-            setattr(owner, name, wrapper)
-            self._applied.append((owner, name, original, wrapper))
-            count += 1
-        return count
+            wrapper = self._wrapper(_original(current), name)
+            if wrapper is not None:
+                setattr(owner, name, wrapper)
 
     def replace(self, owner: object, name: str, value: Any) -> None:
         """Replace one attribute with ``value`` (restored by :meth:`restore`)."""
-        original = getattr(owner, name)
+        self._applied.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
-        self._applied.append((owner, name, original, value))
 
     def wrap_loaded(self) -> None:
-        """Wrap ``torch_npu`` and ``torch.ops.npu`` if loaded (torch itself is never imported here)."""
-        module = sys.modules.get("torch_npu")
-        if module is not None:
-            self.wrap(module)
-        torch = sys.modules.get("torch")
-        ops = getattr(torch, "ops", None)
-        if ops is not None:
-            self.wrap(ops.npu)
+        for owner in _loaded_owners():
+            self.wrap(owner)
 
     def restore(self) -> None:
-        for owner, name, original, wrapper in reversed(self._applied):
-            if getattr(owner, name, None) is wrapper:
-                setattr(owner, name, original)
+        """Put back every original: the replaced attributes, and this probe's wrappers wherever they are
+        (the emulator copies wrapped packets from ``torch.ops.npu`` into its module)."""
+        for owner, name, original in reversed(self._applied):
+            setattr(owner, name, original)
         self._applied.clear()
+        for owner in _loaded_owners():
+            for name in OPERATORS:
+                current = _get(owner, name)
+                if getattr(current, "_kvlint_runner", None) is self._runner:
+                    setattr(owner, name, _original(current))
         self._wrappers.clear()
 
 

@@ -71,10 +71,13 @@ class Probe:
         self._finder = PostImportFinder({"torch_npu": self._on_torch_npu, EMULATOR_MODULE: self._on_emulator})
         self._drift: Any = None
         self._lock = threading.Lock()
+        self._attached = False
+        """False after detach: wrappers left behind (in an FX graph, say) then pass calls through."""
 
     # -- activation ---------------------------------------------------------------------------------
     def attach(self) -> None:
         """Wrap what is loaded now, and hook what loads later."""
+        self._attached = True
         self._patches.wrap_loaded()
         emulator = sys.modules.get(EMULATOR_MODULE)
         if emulator is not None:
@@ -82,6 +85,7 @@ class Probe:
         sys.meta_path.insert(0, self._finder)
 
     def detach(self) -> None:
+        self._attached = False
         if self._finder in sys.meta_path:
             sys.meta_path.remove(self._finder)
         self._patches.restore()
@@ -113,7 +117,7 @@ class Probe:
     # -- one call -----------------------------------------------------------------------------------
     def run(self, target: Callable[..., Any], name: str, overload: str,
             args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if getattr(self._local, "busy", False) or _compiling():
+        if _compiling() or not self._attached or getattr(self._local, "busy", False):
             return target(*args, **kwargs)
         self._local.busy = True
         try:

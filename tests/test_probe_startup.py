@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import types
 from pathlib import Path
 
 import pytest
@@ -61,9 +60,9 @@ def test_failures_at_start_up_are_one_line_on_stderr_never_an_exception(fresh_st
     def broken():
         raise OSError("disk on fire")
 
-    emulator = types.ModuleType("kvlint.runtime_probe.emulator")
-    emulator.install = broken
-    fresh_startup.setitem(sys.modules, "kvlint.runtime_probe.emulator", emulator)
+    from kvlint.runtime_probe import emulator
+
+    fresh_startup.setattr(emulator, "install", broken)
     fresh_startup.setattr(runtime_probe, "activate_from_env", broken)
     fresh_startup.setenv("KVLINT_PROBE", "1")
     fresh_startup.setenv("KVLINT_EMULATE", "1")

@@ -104,6 +104,12 @@ def bad_duplicate_slots(torch_npu):
     return torch_npu.npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slots, cache_mode="Norm")  # KVL508
 
 
+def bad_duplicate_slots_nd(torch_npu):
+    cache = torch.zeros(4, 8, D)
+    indices = torch.tensor([[0, 1], [2, 3], [0, 1]])
+    return torch_npu.npu_scatter_nd_update_(cache, indices, torch.ones(3, D))  # KVL508 nd
+
+
 BAD_CALLS = {
     "KVL201": bad_mask_dtype,
     "KVL202": bad_mask_shape,
