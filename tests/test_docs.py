@@ -1,0 +1,115 @@
+"""The rule pages under docs/rules/: one per static rule, identical to what the catalogue renders, and
+their examples do what the pages say (the bad one is reported with exactly the rule's code, the fixed one
+is clean, and an autofix turns the one into the other)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvlint.docs import explain, render_page
+from kvlint.engine import lint_source
+from kvlint.fix import FIXABLE, fix_source
+from kvlint.rule_docs import DOCS
+from kvlint.ruleset import STATIC_RULES, Rule
+from tests.conftest import ROOT
+from tests.fixture_files import FIXTURES
+
+PAGES = ROOT / "docs" / "rules"
+SECTIONS = ["## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Autofix",
+            "## Suppression", "## References"]
+
+
+def implemented_codes() -> set[str]:
+    """Rules the engine implements: those whose flagged fixtures exist (KVL000 is the parser's)."""
+    return {"KVL000"} | {path.parent.name for path in FIXTURES.glob("KVL*/flagged_*.py")}
+
+
+def ids(entry: Rule) -> str:
+    return entry.code
+
+
+def test_one_page_per_static_rule_and_no_other() -> None:
+    assert sorted(p.name for p in PAGES.glob("*.md")) == sorted(f"{r.code}.md" for r in STATIC_RULES)
+    assert set(DOCS) == {r.code for r in STATIC_RULES}
+
+
+@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+def test_page_on_disk_is_what_the_catalogue_renders(entry: Rule) -> None:
+    """Regenerate with: python -m kvlint.docs docs/rules"""
+    assert (ROOT / entry.doc_path).read_text(encoding="utf-8") == render_page(entry)
+
+
+@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+def test_page_has_every_section_in_order_and_names_the_rule(entry: Rule) -> None:
+    page = explain(entry.code)
+    positions = [page.index(section) for section in SECTIONS]
+    assert positions == sorted(positions)
+    assert page.splitlines()[2] == f"# {entry.code} `{entry.symbol}`"
+    assert f"| {entry.severity} |" in page
+
+
+@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+def test_autofix_section_agrees_with_the_fixer(entry: Rule) -> None:
+    autofix = explain(entry.code).split("## Autofix\n\n")[1].split("\n")[0]
+    doc = DOCS[entry.code]
+    if entry.code in FIXABLE:
+        assert autofix.startswith("Yes. ") and doc.fix and not doc.no_fix
+    else:
+        assert autofix.startswith("No. ") and doc.no_fix and not doc.fix
+
+
+@pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.family != 0], ids=ids)
+def test_references_name_an_operator_reference_section(entry: Rule) -> None:
+    references = explain(entry.code).split("## References\n\n")[1]
+    assert re.search(r"kvlint operator reference `shared/reference/\w+\.md`: §\d", references)
+    for url in re.findall(r"\]\((\S+)\)", references):
+        assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(pull|issues)/\d+", url)
+
+
+def _example(page: str, marker: str) -> str:
+    return page.split(marker, 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+
+
+@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+def test_page_examples_are_the_linted_examples(entry: Rule) -> None:
+    page = explain(entry.code)
+    assert _example(page, "## Example") == DOCS[entry.code].bad
+    assert _example(page, "Use instead:") == DOCS[entry.code].good
+
+
+@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+def test_bad_example_is_reported_with_exactly_its_code_and_good_example_is_clean(entry: Rule) -> None:
+    """Judged on the rules the engine implements: a rule without flagged fixtures expects nothing yet."""
+    implemented = implemented_codes()
+    expected = {entry.code} & implemented
+    bad = {f.code for f in lint_source(DOCS[entry.code].bad, f"{entry.code}_bad.py")} & implemented
+    good = {f.code for f in lint_source(DOCS[entry.code].good, f"{entry.code}_good.py")} & implemented
+    assert bad == expected
+    assert good == set()
+
+
+@pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.code in FIXABLE], ids=ids)
+def test_autofix_turns_the_bad_example_into_the_fixed_one(entry: Rule) -> None:
+    if entry.code not in implemented_codes():
+        pytest.skip(f"{entry.code} has no flagged fixtures yet: the engine reports nothing to fix")
+    bad = DOCS[entry.code].bad
+    findings = [f for f in lint_source(bad, "example.py") if f.code == entry.code]
+    assert fix_source(bad, findings, "example.py").fixed == DOCS[entry.code].good
+
+
+def test_pages_link_nowhere_inside_the_repository_that_does_not_exist() -> None:
+    for page in PAGES.glob("*.md"):
+        for target in re.findall(r"\]\(([^)#]+)\)", page.read_text(encoding="utf-8")):
+            if not target.startswith("https://"):
+                assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+def test_regenerating_writes_the_same_files(tmp_path: Path) -> None:
+    from kvlint.docs import main
+
+    assert main([str(tmp_path)]) == 0
+    for page in PAGES.glob("*.md"):
+        assert (tmp_path / page.name).read_bytes() == page.read_bytes()

@@ -1,0 +1,284 @@
+"""``kvlint --fix`` / ``--diff``: the exact rewrite for each fixable rule, nothing else touched, the fixed
+file clean for the fixed codes, and no rewrite where the code does not prove it right."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvlint.engine import lint_source
+from kvlint.finding import Finding
+from kvlint.fix import FIXABLE, fix_source
+
+
+def fixed(source: str, codes: tuple[str, ...] = tuple(FIXABLE)) -> str:
+    source = textwrap.dedent(source)
+    findings = [f for f in lint_source(source, "m.py") if f.code in codes]
+    result = fix_source(source, findings, "m.py").fixed
+    remaining = {f.code for f in lint_source(result, "m.py")}
+    if result != source:
+        assert not remaining & set(codes), "the fixed file still has the fixed codes"
+    return result
+
+
+def test_kvl102_renames_keywords_in_the_call_and_keeps_comments_and_spacing() -> None:
+    before = '''\
+        import torch_npu
+
+
+        def decode(q, k, v):
+            # the v2 operator
+            return torch_npu.npu_fused_infer_attention_score_v2(
+                q, k, v,
+                num_heads = 8,   # heads
+                scale=0.1,  # keep this comment
+                actual_seq_lengths_kv=[4],
+            )
+    '''
+    assert fixed(before) == textwrap.dedent('''\
+        import torch_npu
+
+
+        def decode(q, k, v):
+            # the v2 operator
+            return torch_npu.npu_fused_infer_attention_score_v2(
+                q, k, v,
+                num_query_heads = 8,   # heads
+                softmax_scale=0.1,  # keep this comment
+                actual_seq_kvlen=[4],
+            )
+    ''')
+
+
+def test_kvl102_renames_ifa_spellings_to_the_operators_own() -> None:
+    assert fixed('''\
+        import torch_npu
+        x = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale_value=0.1, deq_scale1=d)
+    ''') == textwrap.dedent('''\
+        import torch_npu
+        x = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, dequant_scale1=d)
+    ''')
+
+
+def test_kvl102_renames_keys_of_a_dict_only_this_call_unpacks() -> None:
+    assert fixed('''\
+        import torch_npu
+
+
+        def attention(q, k, v, s, lens):
+            kwargs = {'num_query_heads': 8, "scale": s}
+            kwargs["actual_seq_lengths_kv"] = lens
+            kwargs.update(softmax_lse_flag=True)
+            options = dict(input_layout="BSND", num_heads=8)
+            a = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, **kwargs)
+            return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, softmax_scale=s, **options)
+    ''') == textwrap.dedent('''\
+        import torch_npu
+
+
+        def attention(q, k, v, s, lens):
+            kwargs = {'num_query_heads': 8, "softmax_scale": s}
+            kwargs["actual_seq_kvlen"] = lens
+            kwargs.update(return_softmax_lse=True)
+            options = dict(input_layout="BSND", num_query_heads=8)
+            a = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, **kwargs)
+            return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, softmax_scale=s, **options)
+    ''')
+
+
+@pytest.mark.parametrize("source", [
+    # the new name is already passed: renaming would pass it twice
+    "import torch_npu\nx = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, scale=1, softmax_scale=2)\n",
+    # no counterpart in v2
+    "import torch_npu\nx = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, softmax_scale=1, kv_padding_size=p)\n",
+    "import torch_npu\nx = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, softmax_scale=1, deq_scale1=d)\n",
+    # the dict is read by key after the call, or unpacked by a second call
+    textwrap.dedent('''\
+        import torch_npu
+        def f(q, k, v):
+            kw = {"scale": 0.1}
+            out = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, **kw)
+            return out, kw["scale"]
+    '''),
+    textwrap.dedent('''\
+        import torch_npu
+        def f(q, k, v):
+            kw = {"scale": 0.1, "num_query_heads": 8}
+            a = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, **kw)
+            b = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, **kw)
+            return a, b
+    '''),
+])
+def test_kvl102_leaves_what_is_not_a_one_to_one_rename(source: str) -> None:
+    findings = [f for f in lint_source(source, "m.py") if f.code == "KVL102"]
+    assert findings
+    assert fix_source(source, findings, "m.py").fixed == source
+
+
+def test_kvl112_uses_the_modules_own_torch_npu_alias() -> None:
+    assert fixed('''\
+        import torch
+        import torch_npu as tnpu
+
+        a = torch.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1)
+        b = tnpu.npu.npu_incre_flash_attention(q, k, v, num_heads=8, scale_value=0.1)
+    ''') == textwrap.dedent('''\
+        import torch
+        import torch_npu as tnpu
+
+        a = tnpu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1)
+        b = tnpu.npu_incre_flash_attention(q, k, v, num_heads=8, scale_value=0.1)
+    ''')
+
+
+def test_kvl112_adds_the_import_after_the_torch_import_once() -> None:
+    assert fixed('''\
+        """Decode."""
+        import math
+
+        import torch as th
+
+        a = th.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1)
+        th.scatter_update_(a, i, v, -2)
+    ''') == textwrap.dedent('''\
+        """Decode."""
+        import math
+
+        import torch as th
+        import torch_npu
+
+        a = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1)
+        torch_npu.scatter_update_(a, i, v, -2)
+    ''')
+
+
+def test_kvl112_leaves_a_module_where_torch_npu_names_something_else() -> None:
+    source = ("import torch\ntorch_npu = None\n"
+              "a = torch.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1)\n")
+    findings = [f for f in lint_source(source, "m.py") if f.code == "KVL112"]
+    assert findings and fix_source(source, findings, "m.py").fixed == source
+
+
+# KVL301: the fixer acts on the position of the engine's finding; these findings are built by hand so
+# that each position the engine may point at (the keyword, its value, the factory) is covered.
+KVL301 = textwrap.dedent('''\
+    import torch
+    import torch_npu
+
+
+    def decode(q, k, v, n, lens, raw):
+        tables = torch.arange(n).view(2, -1)
+        a = torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=tables, actual_seq_lengths_kv=lens)
+        b = torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=torch.tensor(raw, dtype=torch.int64))
+        c = torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=raw.long())
+        return a, b, c
+''')
+
+
+def at(text: str, line: int, length: int | None = None, source: str = KVL301) -> Finding:
+    source_line = source.splitlines()[line - 1]
+    column = source_line.index(text)
+    return Finding("m.py", line, column, line, column + (length or len(text)), "KVL301", "block_table is not int32")
+
+
+@pytest.mark.parametrize(("finding", "old", "new"), [
+    (at("block_table=tables", 7), "torch.arange(n).view(2, -1)", "torch.arange(n, dtype=torch.int32).view(2, -1)"),
+    (at("tables, actual", 7, length=6), "torch.arange(n).view(2, -1)", "torch.arange(n, dtype=torch.int32).view(2, -1)"),
+    (at("torch.tensor(raw, dtype=torch.int64)", 8), "dtype=torch.int64", "dtype=torch.int32"),
+    (at("block_table=raw.long()", 9), "raw.long()", "raw.int()"),
+])
+def test_kvl301_fixes_the_factory_or_long_at_the_findings_position(finding: Finding, old: str, new: str) -> None:
+    result = fix_source(KVL301, [finding], "m.py")
+    assert result.applied == [finding]
+    assert result.fixed == KVL301.replace(old, new, 1)
+
+
+def test_kvl301_leaves_a_name_used_elsewhere_and_unknown_dtypes() -> None:
+    source = KVL301.replace("    return a, b, c\n", "    return a, b, c, tables\n")
+    assert source != KVL301
+    assert fix_source(source, [at("block_table=tables", 7, source=source)], "m.py").fixed == source
+    source = KVL301.replace("dtype=torch.int64", "dtype=choose()")
+    assert fix_source(source, [at("torch.tensor(raw, dtype=choose())", 8, source=source)], "m.py").fixed == source
+
+
+# --- the command line ------------------------------------------------------------------------------------
+
+BAD_FILE = textwrap.dedent('''\
+    # -*- coding: utf-8 -*-
+    import torch
+    import torch_npu
+
+
+    def decode(q, k, v):  # décodage
+        a = torch.npu_fused_infer_attention_score(q, k, v, num_heads=8, input_layout="BSND", scale=0.1)
+        return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_heads=8, softmax_scale=0.1)
+''')
+FIXED_FILE = BAD_FILE.replace("torch.npu_fused", "torch_npu.npu_fused").replace(
+    "v2(q, k, v, num_heads=8", "v2(q, k, v, num_query_heads=8")
+
+
+def kvlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvlint", "--isolated", *args], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def test_diff_previews_without_writing_and_exits_one(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD_FILE, encoding="utf-8")
+    out = kvlint("--diff", "m.py", cwd=tmp_path)
+    assert out.returncode == 1
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == BAD_FILE
+    assert out.stdout.startswith("--- a/m.py\n+++ b/m.py\n")
+    removed = [line for line in out.stdout.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in out.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(removed) == len(added) == 2
+    (tmp_path / "m.py").write_text(FIXED_FILE, encoding="utf-8")
+    assert kvlint("--diff", "m.py", cwd=tmp_path).returncode == 0
+
+
+def test_fix_rewrites_in_place_and_reports_only_what_is_left(tmp_path: Path) -> None:
+    source = BAD_FILE.replace(', input_layout="BSND", scale=0.1', "")
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    out = kvlint("--fix", "--format", "json", "m.py", cwd=tmp_path)
+    expected = FIXED_FILE.replace(', input_layout="BSND", scale=0.1', "")
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == expected
+    assert '"code": "KVL104"' in out.stdout and "KVL102" not in out.stdout and "KVL112" not in out.stdout
+    assert out.returncode == 1
+    assert "kvlint: fixed 2 finding(s)" in out.stderr
+
+
+def test_fix_respects_select_ignore_and_suppression(tmp_path: Path) -> None:
+    source = BAD_FILE.replace("num_heads=8, softmax_scale=0.1)", "num_heads=8, softmax_scale=0.1)  # noqa: KVL102")
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    out = kvlint("--fix", "--ignore", "KVL112", "m.py", cwd=tmp_path)
+    assert out.returncode == 0 and "kvlint: fixed 0 finding(s)" in out.stderr
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == source
+
+
+def test_fix_of_a_clean_tree_changes_nothing_and_exits_zero(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(FIXED_FILE, encoding="utf-8")
+    out = kvlint("--fix", "m.py", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout == ""
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == FIXED_FILE
+
+
+def test_fix_and_diff_are_exclusive(tmp_path: Path) -> None:
+    out = kvlint("--fix", "--diff", ".", cwd=tmp_path)
+    assert out.returncode == 2 and "not allowed with argument" in out.stderr
+
+
+def test_fix_without_libcst_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD_FILE, encoding="utf-8")
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "libcst.py").write_text("raise ImportError('libcst is not installed')\n")
+    env = {"PYTHONPATH": str(blocker), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "--fix", "m.py"], capture_output=True,
+                         text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 2
+    assert "--fix and --diff need libcst: pip install 'kvlint[fix]'" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == BAD_FILE

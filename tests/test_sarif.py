@@ -1,0 +1,169 @@
+"""SARIF 2.1.0 from ``kvlint --format sarif`` and from pylint's ``kvlint.reporters.SarifReporter``: valid
+against the OASIS schema, carrying what GitHub code scanning requires, and the same from both."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kvlint.ruleset import STATIC_RULES
+from tests.conftest import ROOT
+from tests.fixture_files import FIXTURES
+
+SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+FLAGGED = sorted(str(p.relative_to(ROOT)) for p in FIXTURES.glob("KVL1*/flagged_*.py"))
+
+
+def cli_sarif(*paths: str, cwd: Path = ROOT) -> dict:
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "--format", "sarif", *paths],
+                         capture_output=True, text=True, cwd=cwd)
+    assert out.returncode in (0, 1, 2), out.stderr
+    return json.loads(out.stdout)
+
+
+def pylint_sarif(*args: str, cwd: Path = ROOT) -> dict:
+    out = subprocess.run([sys.executable, "-m", "pylint", "--load-plugins", "kvlint", "--score=n",
+                          "--output-format=kvlint.reporters.SarifReporter", *args],
+                         capture_output=True, text=True, cwd=cwd)
+    assert out.returncode < 32, out.stderr
+    return json.loads(out.stdout)
+
+
+def validate(log: dict) -> None:
+    jsonschema.Draft4Validator(SCHEMA).validate(log)
+
+
+@pytest.fixture(scope="module")
+def cli_log() -> dict:
+    return cli_sarif(*FLAGGED)
+
+
+def test_cli_output_is_valid_sarif_2_1_0(cli_log: dict) -> None:
+    validate(cli_log)
+    assert cli_log["version"] == "2.1.0"
+    assert cli_log["$schema"] == "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def test_driver_lists_every_static_rule_as_github_requires(cli_log: dict) -> None:
+    driver = cli_log["runs"][0]["tool"]["driver"]
+    assert driver["name"] == "kvlint"
+    rules = driver["rules"]
+    assert [(r["id"], r["name"]) for r in rules] == [(r.code, r.symbol) for r in STATIC_RULES]
+    for descriptor, entry in zip(rules, STATIC_RULES):
+        assert descriptor["shortDescription"]["text"] == entry.summary
+        assert 0 < len(descriptor["shortDescription"]["text"]) <= 1024 and len(descriptor["name"]) <= 255
+        assert descriptor["fullDescription"]["text"] and descriptor["help"]["text"]
+        assert descriptor["help"]["markdown"].startswith("<!-- Generated")
+        assert descriptor["helpUri"].endswith(f"docs/rules/{entry.code}.md")
+        assert descriptor["defaultConfiguration"]["level"] == entry.severity
+
+
+def test_results_carry_level_message_relative_uri_region_and_fingerprint(cli_log: dict) -> None:
+    run = cli_log["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    expected = json.loads(subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "--format", "json", *FLAGGED],
+                                         capture_output=True, text=True, cwd=ROOT).stdout)
+    assert len(run["results"]) == len(expected) > 10
+    for result, finding in zip(run["results"], expected):
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"] == finding["code"]
+        assert result["level"] == finding["severity"]
+        assert result["message"]["text"] == f"{finding['message']} [{finding['symbol']}]"
+        location = result["locations"][0]["physicalLocation"]
+        assert location["artifactLocation"] == {"uri": finding["path"], "uriBaseId": "%SRCROOT%"}
+        assert location["region"] == {"startLine": finding["line"], "startColumn": finding["column"],
+                                      "endLine": finding["end_line"], "endColumn": finding["end_column"]}
+        assert result["partialFingerprints"]["primaryLocationLineHash"]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == ROOT.as_uri() + "/"
+    assert run["invocations"] == [{"executionSuccessful": True}]
+
+
+def test_without_a_git_work_tree_uris_are_relative_to_the_current_folder(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text((ROOT / FLAGGED[0]).read_text(encoding="utf-8"))
+    log = cli_sarif("pkg", cwd=tmp_path)
+    location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": "pkg/m.py", "uriBaseId": "%SRCROOT%"}
+
+
+def test_uris_are_relative_to_the_repository_root_from_any_folder() -> None:
+    log = cli_sarif(str(ROOT / FLAGGED[0]), cwd=ROOT / "tests")
+    assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == FLAGGED[0]
+
+
+def test_files_outside_the_repository_get_absolute_file_uris(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text((ROOT / FLAGGED[0]).read_text(encoding="utf-8"))
+    log = cli_sarif(str(path), cwd=ROOT)
+    validate(log)
+    location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": path.resolve().as_uri()}
+
+
+BAD_LINE = "    torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, input_layout='bnsd')\n"
+
+
+def _fingerprints(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "m.py"
+    path.write_text(text)
+    log = cli_sarif("m.py", cwd=tmp_path)
+    return [r["partialFingerprints"]["primaryLocationLineHash"] for r in log["runs"][0]["results"]]
+
+
+def test_fingerprints_survive_moved_lines_and_tell_identical_lines_apart(tmp_path: Path) -> None:
+    body = "import torch_npu\n\n\ndef decode(q, k, v):\n" + BAD_LINE + BAD_LINE
+    first = _fingerprints(tmp_path, body)
+    moved = _fingerprints(tmp_path, "# a comment\n\n" + body)
+    assert first == moved
+    assert len(set(first)) == 2 and first[0].endswith(":1") and first[1].endswith(":2")
+
+
+def test_columns_count_code_points_on_non_ascii_lines(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("import torch_npu\n\n\ndef decode(q, k, v):\n"
+                    "    é = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, inputlayout='x')\n",
+                    encoding="utf-8")
+    log = cli_sarif("m.py", cwd=tmp_path)
+    region = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    line = path.read_text(encoding="utf-8").splitlines()[4]
+    assert region["startColumn"] == line.index("inputlayout") + 1
+    assert region["endColumn"] == line.index("inputlayout") + len("inputlayout='x'") + 1
+
+
+def test_unreadable_files_are_tool_notifications(tmp_path: Path) -> None:
+    log = cli_sarif(str(tmp_path / "missing.py"), cwd=tmp_path)
+    validate(log)
+    [invocation] = log["runs"][0]["invocations"]
+    assert invocation["executionSuccessful"] is False
+    assert "missing.py: no such file" in invocation["toolExecutionNotifications"][0]["message"]["text"]
+
+
+def test_pylint_reporter_gives_the_same_results_as_the_cli(cli_log: dict) -> None:
+    log = pylint_sarif("--disable=all", "--enable=kvlint", *FLAGGED)
+    validate(log)
+    assert log["runs"][0]["tool"]["driver"]["rules"] == cli_log["runs"][0]["tool"]["driver"]["rules"]
+
+    def key(result: dict) -> tuple:
+        return (result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                result["locations"][0]["physicalLocation"]["region"]["startLine"],
+                result["locations"][0]["physicalLocation"]["region"]["startColumn"], result["ruleId"])
+
+    assert sorted(log["runs"][0]["results"], key=key) == sorted(cli_log["runs"][0]["results"], key=key)
+
+
+def test_pylint_reporter_describes_pylint_messages_too(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("import os\nimport torch_npu\n\n\ndef decode(q, k, v):\n" + BAD_LINE)
+    log = pylint_sarif("--disable=all", "--enable=kvlint,unused-import", "m.py", cwd=tmp_path)
+    validate(log)
+    run = log["runs"][0]
+    assert sorted(r["ruleId"] for r in run["results"]) == ["KVL106", "W0611"]
+    descriptor = run["tool"]["driver"]["rules"][-1]
+    assert (descriptor["id"], descriptor["name"], descriptor["defaultConfiguration"]["level"]) == (
+        "W0611", "unused-import", "warning")
+    unused = next(r for r in run["results"] if r["ruleId"] == "W0611")
+    assert run["tool"]["driver"]["rules"][unused["ruleIndex"]]["id"] == "W0611"
