@@ -25,7 +25,7 @@ from kvlint.facts import (
     ADDITIVE, CACHE, CAST_METHODS, DTYPES, EXPANDED, FLOAT_DTYPES, KV_REPEAT, NO_CONSTANT, TRIL, TYPED_TENSORS,
     UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype, tensor,
 )
-from kvlint.flow import EMPTY, OUTER, Param, Path, condition, reaching_definitions
+from kvlint.flow import EMPTY, OUTER, Param, Path, condition, mutated_name, reaching_definitions
 from kvlint.names import enclosing_class, is_self, qualified_name
 
 MAX_ALTERNATIVES = 16
@@ -112,7 +112,7 @@ def _name(node: nodes.Name, path: Path, context: Context) -> list[Alt]:
 
 
 def _lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
-    scope, _ = use.lookup(name)
+    scope, _ = use.scope().lookup(name)
     if isinstance(scope, (nodes.Lambda, nodes.ComprehensionScope)):
         return [Alt(UNKNOWN_VALUE, path)]
     alts: list[Alt] = []
@@ -141,11 +141,36 @@ def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt
             return [Alt(UNKNOWN_VALUE, path)]
         before = _lookup(target.name, binding, path, context)
         return _combine(before, binding.op[:-1], binding.value, path, context)
+    if mutated_name(binding) is not None:
+        before = _lookup(mutated_name(binding), binding, path, context)
+        return [alt for previous in before for alt in _changed_in_place(previous, binding, context)]
     if isinstance(binding, (nodes.Import, nodes.ImportFrom)):
         return [Alt(_imported(binding), path)]
     if isinstance(binding, nodes.FunctionDef):
         return [Alt(Value(function=binding), path)]
     return [Alt(UNKNOWN_VALUE, path)]
+
+
+def _changed_in_place(previous: Alt, statement: nodes.NodeNG, context: Context) -> list[Alt]:
+    """A tensor after an in-place change: its dtype and shape stay, what it means may not. Inverting or
+    triangle methods are followed; filling with -inf makes it additive; anything else forgets the traits."""
+    value = _as_tensor(previous.value).with_traits(drop={TRIL, ADDITIVE})
+    if isinstance(statement, nodes.Expr):
+        method = statement.value.func.attrname
+        if method in ("logical_not_", "bitwise_not_"):
+            return [Alt(_inverted(previous.value), previous.path)]
+        if method in ("tril_", "triu_"):
+            return [Alt(_triangle(previous.value, method == "tril_", statement.value), previous.path)]
+        if method in ("masked_fill_", "fill_"):
+            args = statement.value.args
+            fill = args[-1] if args else None
+            return [Alt(value.with_traits({ADDITIVE}) if is_additive_scalar(f.value) else value, f.path)
+                    for f in values(fill, previous.path, context)]
+        return [Alt(value, previous.path)]
+    if isinstance(statement, nodes.Assign):
+        return [Alt(value.with_traits({ADDITIVE}) if is_additive_scalar(f.value) else value, f.path)
+                for f in values(statement.value, previous.path, context)]
+    return [Alt(value, previous.path)]
 
 
 def _imported(statement: nodes.Import | nodes.ImportFrom) -> Value:
@@ -375,7 +400,8 @@ def _attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]
 
 
 def _self_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
-    """``self.x``: the values the class assigns to it (a None placeholder aside), or a property's returns."""
+    """``self.x``: the values the class assigns to it, or a property's returns. A None the class assigns is a
+    placeholder: the value comes from another assignment, or from outside the class (unknown)."""
     cls = enclosing_class(node)
     if cls is None:
         return [Alt(UNKNOWN_VALUE, path)]
@@ -389,7 +415,7 @@ def _self_attribute(node: nodes.Attribute, path: Path, context: Context) -> list
         return [Alt(UNKNOWN_VALUE, path)]
     alts = [alt for expr in assigned for alt in values(expr, path, replace(context, bindings=()))]
     not_none = [alt for alt in alts if not alt.value.is_none]
-    return not_none or alts
+    return not_none or [Alt(UNKNOWN_VALUE, path)]
 
 
 def _annotation_only(binding: nodes.NodeNG) -> bool:

@@ -85,7 +85,8 @@ OUTER = _Marker("OUTER")
 _NOT_FOUND = _Marker("NOT_FOUND")
 
 Definition = nodes.NodeNG | Param | _Marker
-"""An ``AssignName``, an ``AugAssign``, an import, a ``def``/``class``; or Param, UNKNOWN, OUTER."""
+"""An ``AssignName``, an ``AugAssign``, an import, a ``def``/``class``, a statement that changes the value in
+place (``mutated_name``); or Param, UNKNOWN, OUTER."""
 
 
 def condition(test: nodes.NodeNG) -> tuple[Key, bool]:
@@ -152,6 +153,8 @@ def _search_statement(name: str, statement: nodes.NodeNG, path: Path) -> list[tu
     if name not in bound_names(statement):
         return [(_NOT_FOUND, path)]
     if isinstance(statement, (nodes.FunctionDef, nodes.ClassDef, nodes.Import, nodes.ImportFrom, nodes.AugAssign)):
+        return [(statement, path)]
+    if mutated_name(statement) == name:
         return [(statement, path)]
     if isinstance(statement, (nodes.Assign, nodes.AnnAssign)):
         targets = [n for n in statement.nodes_of_class(nodes.AssignName) if n.name == name]
@@ -246,7 +249,24 @@ def bound_names(statement: nodes.NodeNG) -> frozenset[str]:
     return cached
 
 
+def mutated_name(statement: nodes.NodeNG) -> str | None:
+    """The local name a statement changes in place: ``x.masked_fill_(...)``, ``x[i] = v``, ``x[i] += v``."""
+    target = None
+    if isinstance(statement, nodes.Expr) and isinstance(statement.value, nodes.Call):
+        func = statement.value.func
+        if isinstance(func, nodes.Attribute) and func.attrname.endswith("_") and not func.attrname.startswith("_"):
+            target = func.expr
+    elif isinstance(statement, nodes.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0].value if isinstance(statement.targets[0], nodes.Subscript) else None
+    elif isinstance(statement, nodes.AugAssign) and isinstance(statement.target, nodes.Subscript):
+        target = statement.target.value
+    return target.name if isinstance(target, nodes.Name) else None
+
+
 def _walk_bindings(node: nodes.NodeNG):
+    mutated = mutated_name(node)
+    if mutated is not None:
+        yield mutated
     if isinstance(node, (nodes.FunctionDef, nodes.ClassDef)):
         yield node.name
         return

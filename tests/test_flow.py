@@ -1,0 +1,209 @@
+"""Unit tests of value following: reaching definitions along paths (kvlint.flow) and the abstract values
+that reach an expression (kvlint.evaluate)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from astroid import MANAGER, nodes
+from astroid.builder import AstroidBuilder
+
+from kvlint.evaluate import values
+from kvlint.facts import ADDITIVE, CACHE, KV_REPEAT, TRIL, Value
+from kvlint.flow import UNKNOWN, Param, reaching_definitions
+
+
+def _module(source: str) -> nodes.Module:
+    return AstroidBuilder(MANAGER, apply_transforms=False).string_build(textwrap.dedent(source))
+
+
+def _returned(source: str) -> list[nodes.NodeNG]:
+    """The elements of the last ``return a, b, ...`` of the module (or its single value)."""
+    ret = list(_module(source).nodes_of_class(nodes.Return))[-1]
+    return ret.value.elts if isinstance(ret.value, nodes.Tuple) else [ret.value]
+
+
+def _values(expr: nodes.NodeNG) -> list[Value]:
+    return [alt.value for alt in values(expr)]
+
+
+def test_reaching_definition_is_the_last_one_on_the_path() -> None:
+    (use,) = _returned("""
+        def f(x):
+            mask = 1
+            mask = 2
+            return mask
+    """)
+    [(definition, _)] = reaching_definitions("mask", use)
+    assert definition.statement().value.value == 2
+
+
+def test_branches_fork_and_terminating_branches_do_not_reach() -> None:
+    (use,) = _returned("""
+        def f(c, d, x):
+            if c:
+                mask = 1
+            else:
+                mask = 2
+            if d:
+                return None
+            return mask
+    """)
+    found = reaching_definitions("mask", use)
+    assert sorted(d.statement().value.value for d, _ in found) == [1, 2]
+    assert all(path.taken(next(iter(path.choices))[0]) is not None for _, path in found)
+    assert all(len(path.choices) == 2 for _, path in found), "the `if d: return` branch constrains the path"
+
+
+def test_correlated_branches_are_one_path() -> None:
+    mode, mask = _returned("""
+        def f(q_len, template):
+            if q_len > 1:
+                mode, mask = 3, template
+            else:
+                mode, mask = 0, None
+            if q_len <= 1:
+                pass
+            return mode, mask
+    """)
+    pairs = []
+    for mode_alt in values(mode):
+        for mask_alt in values(mask, mode_alt.path):
+            pairs.append((mode_alt.value.const, mask_alt.value.is_none))
+    assert sorted(pairs) == [(0, True), (3, False)]
+
+
+def test_negated_conditions_share_a_key() -> None:
+    (mask,) = _returned("""
+        def f(is_prefill, template):
+            mask = template if is_prefill else None
+            if not is_prefill:
+                return None
+            return mask
+    """)
+    assert [v.is_none for v in _values(mask)] == [False]
+
+
+def test_loops_and_parameters() -> None:
+    (a, b) = _returned("""
+        def f(items, p):
+            a = 0
+            for item in items:
+                a = item
+            return a, p
+    """)
+    assert [d for d, _ in reaching_definitions("a", a)] == [UNKNOWN]
+    [(definition, _)] = reaching_definitions("p", b)
+    assert isinstance(definition, Param)
+
+
+def test_factory_dtypes_and_shapes() -> None:
+    elts = _returned("""
+        import torch
+        N = 2048
+        def f(seq_len, fill):
+            return (torch.ones(N, N), torch.arange(16).view(2, 8), torch.tensor([[0, 1], [2, 3]]),
+                    torch.full((4, 4), True), torch.full((4, 4), fill), torch.zeros(1, seq_len, dtype=torch.int8),
+                    torch.tensor([0.5, 1]))
+    """)
+    found = [_values(e)[0] for e in elts]
+    assert [(v.dtype, v.shape) for v in found] == [
+        ("float32", (2048, 2048)), ("int64", (2, 8)), ("int64", None), ("bool", (4, 4)), (None, (4, 4)),
+        ("int8", (1, "seq_len")), ("float32", None),
+    ]
+
+
+def test_conversions_and_shape_methods() -> None:
+    elts = _returned("""
+        import torch
+        def f(x, device, dtype):
+            t = torch.ones(2048, 2048)
+            return (t.bool(), t.to(torch.int32), t.to(device), t.to(dtype), t.to(dtype=torch.int8),
+                    t.type(torch.long), t[None], t.unsqueeze(0).unsqueeze(0), t.view(torch.int32), x.int())
+    """)
+    found = [_values(e)[0] for e in elts]
+    assert [v.dtype for v in found] == [
+        "bool", "int32", "float32", None, "int8", "int64", "float32", "float32", "int32", "int32",
+    ]
+    assert found[6].shape == (1, 2048, 2048)
+    assert found[7].shape == (1, 1, 2048, 2048)
+
+
+def test_mask_traits() -> None:
+    elts = _returned("""
+        import torch
+        def f(allowed, pad, past_key, key, n):
+            tril = torch.tril(torch.ones(n, n, dtype=torch.bool))
+            additive = torch.zeros(2, 8).masked_fill(pad, float("-inf"))
+            hf = (1.0 - allowed) * torch.finfo(torch.float16).min
+            cached = torch.cat([past_key, key], dim=2)
+            repeated = key[:, :, None].expand(2, 2, 4, 8, 64).reshape(2, 8, 8, 64)
+            return tril, ~tril, tril == 0, 1 - tril.int(), additive, additive < 0, hf, cached, repeated
+    """)
+    found = [_values(e)[0] for e in elts]
+    assert [TRIL in v.traits for v in found[:4]] == [True, False, False, False]
+    assert [ADDITIVE in v.traits for v in found[4:7]] == [True, False, True]
+    assert found[5].dtype == "bool"
+    assert CACHE in found[7].traits
+    assert KV_REPEAT in found[8].traits
+
+
+def test_in_place_changes() -> None:
+    inverted, filled = _returned("""
+        import torch
+        def f():
+            mask = torch.tril(torch.ones(8, 8, dtype=torch.bool))
+            mask.logical_not_()
+            bias = torch.zeros(8, 8)
+            bias[:, 4:] = float("-inf")
+            return mask, bias
+    """)
+    assert TRIL not in _values(inverted)[0].traits
+    assert ADDITIVE in _values(filled)[0].traits
+
+
+def test_self_attributes_helpers_and_callers() -> None:
+    elts = _returned("""
+        import torch
+
+        def build(n, dtype=torch.bool):
+            return torch.triu(torch.ones(n, n, dtype=dtype), diagonal=1)
+
+        def use(mask):
+            return mask
+
+        def caller():
+            return use(torch.ones(4, dtype=torch.float16))
+
+        class Layer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("mask", build(2048))
+                self.placeholder = None
+                self.table = torch.arange(8).int()
+
+            def forward(self, mask):
+                return self.mask, self.placeholder, self.table, use.__name__, mask
+    """)
+    layer_mask, placeholder, table = (_values(e)[0] for e in elts[:3])
+    assert (layer_mask.dtype, layer_mask.shape) == ("bool", (2048, 2048))
+    assert not placeholder.known, "a None placeholder says nothing about the real value"
+    assert table.dtype == "int32"
+    module = elts[0].root()
+    use_return = next(r for r in module.nodes_of_class(nodes.Return) if r.frame().name == "use")
+    assert [v.dtype for v in _values(use_return.value)] == ["float16"]
+
+
+def test_unknowns_stay_unknown() -> None:
+    elts = _returned("""
+        import torch
+        from config import MAX
+        def f(mask, meta):
+            x = meta.attn_mask
+            y = mask.to(meta.dtype)
+            return x, y, torch.ones(MAX, MAX)
+    """)
+    x, y, ones = (_values(e)[0] for e in elts)
+    assert not x.known
+    assert y.dtype is None
+    assert ones.shape == (None, None), "an imported constant is not a size computed at run time"
