@@ -1,0 +1,70 @@
+"""The pre-commit hooks, run by the real ``pre-commit try-repo`` against this checkout's HEAD (pre-commit
+installs kvlint from it into a fresh environment: the package index must be reachable)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+BAD = '''import torch_npu
+
+
+def decode(q, k, v):
+    return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_heads=8, softmax_scale=0.1)
+'''
+GOOD = BAD.replace("num_heads=8", "num_query_heads=8")
+
+
+def test_manifest_declares_the_hooks_as_specified() -> None:
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"kvlint", "kvlint-pylint", "kvlint-fix"}
+    for hook in hooks.values():
+        assert hook["language"] == "python" and hook["types"] == ["python"]
+    assert hooks["kvlint"]["entry"] == "kvlint"
+    assert hooks["kvlint-pylint"]["require_serial"] is True
+    assert hooks["kvlint-pylint"]["entry"].split()[:4] == [
+        "pylint", "--load-plugins=kvlint", "--disable=all", "--enable=kvlint"]
+    assert hooks["kvlint-fix"]["entry"] == "kvlint --fix"
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _try_repo(hook: str, cwd: Path, ref: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(cwd.parent / "pre-commit-home"), "PRE_COMMIT_COLOR": "never"}
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), hook, "--ref", ref, "--all-files", "--color",
+         "never"],
+        cwd=cwd, capture_output=True, text=True, env=env, timeout=900,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hook", ["kvlint", "kvlint-pylint"])
+def test_hook_fails_naming_the_code_and_passes_once_fixed(tmp_path: Path, hook: str) -> None:
+    ref = _git("rev-parse", "HEAD", cwd=ROOT)
+    user = tmp_path / "user"
+    user.mkdir()
+    _git("init", "-q", cwd=user)
+    (user / "model.py").write_text(BAD)
+    _git("add", "model.py", cwd=user)
+
+    failing = _try_repo(hook, user, ref)
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    assert "Failed" in failing.stdout
+    assert ("KVL102" if hook == "kvlint" else "E7102") in failing.stdout
+    assert "model.py:5:" in failing.stdout
+
+    (user / "model.py").write_text(GOOD)
+    _git("add", "model.py", cwd=user)
+    passing = _try_repo(hook, user, ref)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert "Passed" in passing.stdout
