@@ -17,7 +17,7 @@ import sys
 import torch
 from torch import nn
 
-from model import Config, Step, run_example, install_emulator
+from model import Config, Step, install_emulator, run_example
 
 try:
     import torch_npu

@@ -26,7 +26,6 @@ except ImportError:  # no Ascend stack on this machine
     import torch_npu
 
 
-
 class PagedAttention(nn.Module):
     """One layer's paged KV cache and its attention, as in ``examples/run.py``."""
 
