@@ -134,7 +134,10 @@ def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt
         statement = binding.statement()
         if not isinstance(statement, (nodes.Assign, nodes.AnnAssign)) or statement.value is None:
             return [Alt(UNKNOWN_VALUE, path)]
-        return _unpacked(statement.value, _target_indices(binding, statement), path, context)
+        indices = _target_indices(binding, statement)
+        if indices is None:
+            return [Alt(UNKNOWN_VALUE, path)]
+        return _unpacked(statement.value, indices, path, context)
     if isinstance(binding, nodes.AugAssign):
         target = binding.target
         if not isinstance(target, nodes.AssignName):
@@ -183,12 +186,15 @@ def _imported(statement: nodes.Import | nodes.ImportFrom) -> Value:
     return UNKNOWN_VALUE
 
 
-def _target_indices(binding: nodes.AssignName, statement: nodes.NodeNG) -> tuple[int, ...]:
-    """Where a name sits in an unpacking target: ``a, (b, c) = ...`` gives c the indices (1, 1)."""
+def _target_indices(binding: nodes.AssignName, statement: nodes.NodeNG) -> tuple[int, ...] | None:
+    """Where a name sits in an unpacking target: ``a, (b, c) = ...`` gives c the indices (1, 1); None
+    for a starred target."""
     indices: list[int] = []
     node = binding
     while node.parent is not statement:
         parent = node.parent
+        if not isinstance(parent, (nodes.Tuple, nodes.List)):
+            return None
         indices.append(next(i for i, elt in enumerate(parent.elts) if elt is node))
         node = parent
     return tuple(reversed(indices))
@@ -406,11 +412,13 @@ def _self_attribute(node: nodes.Attribute, path: Path, context: Context) -> list
     if cls is None:
         return [Alt(UNKNOWN_VALUE, path)]
     defined = [d for d in cls.locals.get(node.attrname, []) if not _annotation_only(d)]
+    assigned = _self_assignments(cls).get(node.attrname)
     if defined:
         if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and _is_property(defined[0]):
             return _returns(defined[0], None, path, context)
+        if len(defined) == 1 and isinstance(defined[0], nodes.AssignName) and not assigned:
+            return _definition(defined[0], path, context)
         return [Alt(UNKNOWN_VALUE, path)]
-    assigned = _self_assignments(cls).get(node.attrname)
     if not assigned:
         return [Alt(UNKNOWN_VALUE, path)]
     alts = [alt for expr in assigned for alt in values(expr, path, replace(context, bindings=()))]
@@ -725,9 +733,25 @@ def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Contex
     if qualname == "torch.masked_fill":
         fill_expr = call.args[2] if len(call.args) > 2 else _keyword(call, "value")
         return _masked_fill(values(first, path, context), fill_expr, context)
+    if qualname == "torch.where" and len(call.args) == 3:
+        return _where(call, path, context)
     if qualname in ("torch.finfo", "torch.iinfo"):
         return [Alt(Value(qualname=_FINFO if qualname == "torch.finfo" else None), path)]
     return [Alt(UNKNOWN_VALUE, path)]
+
+
+def _where(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
+    """``torch.where(cond, 0.0, float("-inf"))``: an additive mask when either branch is -inf."""
+    alts = []
+    for left in values(call.args[1], path, context):
+        for right in values(call.args[2], left.path, context):
+            branches = (left.value, right.value)
+            if any(is_additive_scalar(v) or v.has(ADDITIVE) for v in branches):
+                scalars = all(isinstance(v.const, float) for v in branches)
+                alts.append(Alt(tensor("float32" if scalars else None, None, frozenset({ADDITIVE}), call), right.path))
+            else:
+                alts.append(Alt(UNKNOWN_VALUE, right.path))
+    return alts
 
 
 def _as_tensor(value: Value) -> Value:

@@ -15,6 +15,7 @@ past ``MAX_PATHS`` the answer is ``UNKNOWN``.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from astroid import nodes
@@ -263,22 +264,23 @@ def mutated_name(statement: nodes.NodeNG) -> str | None:
     return target.name if isinstance(target, nodes.Name) else None
 
 
-def _walk_bindings(node: nodes.NodeNG):
-    mutated = mutated_name(node)
-    if mutated is not None:
-        yield mutated
-    if isinstance(node, (nodes.FunctionDef, nodes.ClassDef)):
-        yield node.name
-        return
-    if isinstance(node, (nodes.Import, nodes.ImportFrom)):
-        for imported, alias in node.names:
-            yield (alias or imported).split(".")[0]
-        return
-    if isinstance(node, nodes.AssignName):
-        yield node.name
-    for child in node.get_children():
-        if not isinstance(child, _SCOPES):
-            yield from _walk_bindings(child)
+def _walk_bindings(statement: nodes.NodeNG) -> Iterator[str]:
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        mutated = mutated_name(node)
+        if mutated is not None:
+            yield mutated
+        if isinstance(node, (nodes.FunctionDef, nodes.ClassDef)):
+            yield node.name
+            continue
+        if isinstance(node, (nodes.Import, nodes.ImportFrom)):
+            for imported, alias in node.names:
+                yield (alias or imported).split(".")[0]
+            continue
+        if isinstance(node, nodes.AssignName):
+            yield node.name
+        stack.extend(child for child in node.get_children() if not isinstance(child, _SCOPES))
 
 
 def _bound_in_block(block: list[nodes.NodeNG]) -> frozenset[str]:

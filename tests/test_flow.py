@@ -138,9 +138,11 @@ def test_mask_traits() -> None:
             hf = (1.0 - allowed) * torch.finfo(torch.float16).min
             cached = torch.cat([past_key, key], dim=2)
             repeated = key[:, :, None].expand(2, 2, 4, 8, 64).reshape(2, 8, 8, 64)
-            return tril, ~tril, tril == 0, 1 - tril.int(), additive, additive < 0, hf, cached, repeated
+            where = torch.where(allowed, 0.0, float("-inf"))
+            return tril, ~tril, tril == 0, 1 - tril.int(), additive, additive < 0, hf, cached, repeated, where
     """)
     found = [_values(e)[0] for e in elts]
+    assert (found[9].dtype, ADDITIVE in found[9].traits) == ("float32", True)
     assert [TRIL in v.traits for v in found[:4]] == [True, False, False, False]
     assert [ADDITIVE in v.traits for v in found[4:7]] == [True, False, True]
     assert found[5].dtype == "bool"

@@ -14,8 +14,8 @@ from kvlint.callsite import CallSite
 from kvlint.catalogue import FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, KV_RMSNORM_OUTPUTS, OUT_OF_PLACE_SCATTER
 from kvlint.facts import KV_REPEAT
 from kvlint.finding import Issue
-from kvlint.flow import EMPTY, OUTER, Param, Path, reaching_definitions
-from kvlint.names import qualified_name
+from kvlint.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
+from kvlint.names import is_self, qualified_name
 
 if TYPE_CHECKING:
     from kvlint.engine import Settings
@@ -214,13 +214,13 @@ def forward_path(cls: nodes.ClassDef) -> list[nodes.FunctionDef]:
     return found
 
 
-def _walk(node: nodes.NodeNG) -> Iterator[nodes.NodeNG]:
+def _walk(function: nodes.FunctionDef) -> Iterator[nodes.NodeNG]:
     """The nodes of a function body, nested functions and classes aside."""
-    for child in node.get_children():
-        if isinstance(child, _SCOPES):
-            continue
-        yield child
-        yield from _walk(child)
+    stack = [child for child in function.get_children() if not isinstance(child, _SCOPES)]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in node.get_children() if not isinstance(child, _SCOPES))
 
 
 class _Tracked:
@@ -250,7 +250,18 @@ def _shared(name: nodes.Name | nodes.AssignName) -> bool:
             statement = definition.parent
             if isinstance(statement, nodes.Assign) and isinstance(statement.value, (nodes.Attribute, nodes.Subscript)):
                 return True
+        if definition is UNKNOWN and _parameter_only_augmented(name):
+            return True
     return False
+
+
+def _parameter_only_augmented(name: nodes.Name | nodes.AssignName) -> bool:
+    """A parameter the method rebinds only by augmented assignment (``kv_len += 1`` in a loop)."""
+    function = name.frame()
+    if not isinstance(function, nodes.FunctionDef) or name.name not in function.argnames():
+        return False
+    return all(isinstance(n.parent, nodes.AugAssign) for n in _walk(function)
+               if isinstance(n, nodes.AssignName) and n.name == name.name and not isinstance(n.parent, nodes.Arguments))
 
 
 def _derived_from_itself(target: nodes.NodeNG, value: nodes.NodeNG) -> bool:
@@ -283,16 +294,38 @@ def _mutations(method: nodes.FunctionDef, tracked: _Tracked) -> Iterator[tuple[n
                     yield node, name, f"the in-place {method_name}()"
 
 
+def _layer_loops(method: nodes.FunctionDef) -> list[nodes.For]:
+    """Loops that run sub-layers: ``for layer in self.layers: h = layer(h, ...)`` (also through
+    ``enumerate`` / ``zip``). A forward with such a loop is a model's, which may advance lengths after it."""
+    loops = []
+    for loop in method.nodes_of_class(nodes.For):
+        if not any(isinstance(n, nodes.Attribute) and is_self(n.expr) for n in loop.iter.nodes_of_class(nodes.Attribute)):
+            continue
+        targets = {n.name for n in loop.target.nodes_of_class(nodes.AssignName)}
+        if any(isinstance(call.func, nodes.Name) and call.func.name in targets
+               for call in loop.nodes_of_class(nodes.Call)):
+            loops.append(loop)
+    return loops
+
+
+def _inside(node: nodes.NodeNG, loops: list[nodes.For]) -> bool:
+    return any(ancestor in loops for ancestor in node.node_ancestors())
+
+
 def check_kv_len_mutated_in_layer(module: nodes.Module, settings: Settings) -> Iterator[Issue]:
     """KVL305: the runner owns the length variable and advances it once per step, after every layer ran.
     A layer (a torch.nn.Module's forward and the methods it calls) that mutates it makes each layer see a
-    different length, so every layer writes its cache one slot further than the one before."""
+    different length, so every layer writes its cache one slot further than the one before. A model's
+    forward that loops over its layers is the runner's place too, except inside that loop."""
     tracked = _Tracked(frozenset(settings.kv_len_names))
     for cls in module.nodes_of_class(nodes.ClassDef):
         if not is_nn_module(cls):
             continue
         for method in forward_path(cls):
+            loops = _layer_loops(method)
             for node, name, how in _mutations(method, tracked):
+                if loops and not _inside(node, loops):
+                    continue
                 yield Issue("KVL305", node,
                             f"{name} is mutated by {how} inside {cls.name}.{method.name}, a layer's forward path: "
                             "each layer then sees a different length and writes its cache one slot further; "
