@@ -341,13 +341,9 @@ def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call
     lse = torch.full(lse_shape, torch.inf, dtype=lse_dtype(query.dtype, call.with_lse), device=query.device)
     batches = _batches(query, key, value, out, lse if call.with_lse else None, layout, heads, kv_heads, call, dtype)
     single_token = not layout.varlen and split_heads(query, layout.inputs, heads).shape[2] == 1
-    sparse_mode, pre_tokens, next_tokens, mask = call.sparse_mode, call.pre_tokens, call.next_tokens, call.mask
-    if call.decode_rules and single_token and call.query_rope is None:
-        pre_tokens = next_tokens = UNBOUNDED
-        if sparse_mode in (2, 3, 4):
-            sparse_mode, mask = 0, None
+    sparse_mode, pre_tokens, next_tokens, mask = _geometry(call, single_token)
     masks = _user_masks(mask, sparse_mode, single_token, len(batches.q_lens))
-    pses = _batch_tensor(call.pse, "pse_shift", len(batches.q_lens), layout)
+    pses = _pse_shift(call.pse, len(batches.q_lens), heads, layout)
     for b, (q_len, kv_len) in enumerate(zip(batches.q_lens, batches.kv_lens)):
         batch_mask = None if masks is None else masks[b if masks.shape[0] > 1 else 0]
         batch_pse = None if pses is None else pses[b if pses.shape[0] > 1 else 0]
@@ -370,6 +366,17 @@ def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call
         )
         attend(problem, batches.outputs[b], None if batches.lses is None else batches.lses[b], dtype)
     return out, lse
+
+
+def _geometry(call: _Call, single_token: bool) -> tuple[int, int, int, torch.Tensor | None]:
+    """(sparse_mode, pre_tokens, next_tokens, atten_mask) in effect. FIA with one query token and no rope
+    ignores sparse_mode and pre/next (reference_semantics.md section 4.2), so the 2048 template of modes
+    2-4 is not applied either: decode attends to every key below the KV length."""
+    if call.decode_rules and single_token and call.query_rope is None:
+        if call.sparse_mode in (2, 3, 4):
+            return 0, UNBOUNDED, UNBOUNDED, None
+        return call.sparse_mode, UNBOUNDED, UNBOUNDED, call.mask
+    return call.sparse_mode, call.pre_tokens, call.next_tokens, call.mask
 
 
 def _check_head_dims(query: torch.Tensor, key: torch.Tensor, layout: Layout, heads: int, kv_heads: int, call: _Call) -> None:
@@ -415,14 +422,14 @@ def _user_masks(mask: torch.Tensor | None, sparse_mode: int, single_token: bool,
     return masks
 
 
-def _batch_tensor(pse: torch.Tensor | None, name: str, batch: int, layout: Layout) -> torch.Tensor | None:
-    """``pse_shift`` as (B|1, Nq, S1, S2)."""
+def _pse_shift(pse: torch.Tensor | None, batch: int, heads: int, layout: Layout) -> torch.Tensor | None:
+    """``pse_shift`` as (B|1, Nq, S1, S2), added to the scaled scores."""
     if pse is None:
         return None
     if layout.varlen:
-        raise NotImplementedError(f"{name} with a TND/NTD layout is not implemented")
-    if pse.dim() != 4 or pse.shape[0] not in (1, batch):
-        raise ValueError(f"{name} must be (B or 1, Nq, S1, S2), got {tuple(pse.shape)}")
+        raise NotImplementedError("pse_shift with a TND/NTD layout is not implemented")
+    if pse.dim() != 4 or pse.shape[0] not in (1, batch) or pse.shape[1] != heads:
+        raise ValueError(f"pse_shift must be (B or 1, {heads}, S1, S2), got {tuple(pse.shape)}")
     return pse
 
 

@@ -312,3 +312,11 @@ def test_prompt_flash_attention(sparse_mode: int) -> None:
 
 def test_float64_inputs_compute_in_float64() -> None:
     assert_agrees(Case(dtype=torch.float64, layout="BNSD", heads=4, ratio=2, sparse_mode=4, pre=2, nxt=1))
+
+
+def test_pse_shift_is_added_to_the_scaled_scores() -> None:
+    rng = random.Random(11)
+    for layout, sparse_mode in (("BSH", 0), ("BNSD", 3), ("BSND", 4)):
+        assert_agrees(Case(layout=layout, pse=True, heads=4, ratio=2, q_lens=random_lengths(rng, 2, 1, 7),
+                           kv_lens=random_lengths(rng, 2, 1, 12), kv_pad=2, sparse_mode=sparse_mode, pre=3, nxt=1,
+                           user_mask=sparse_mode == 0))  # fmt: skip
