@@ -168,3 +168,19 @@ def test_scatter_nd_update_follows_the_documented_shapes() -> None:
     with pytest.raises(ValueError, match="updates"):
         npu_scatter_nd_update(data, indices, torch.randn(3, 5))
 
+
+
+def test_every_accepted_mask_shape_means_the_same() -> None:
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = qkv(q_len=1, kv_len=9)
+    decode = torch.rand(2, 9, generator=gen) < 0.4
+    want, _ = fused_infer_attention_score(q, k, v, num_heads=2, atten_mask=decode.view(2, 1, 1, 9))
+    for mask in (decode, decode.view(2, 1, 9), decode.to(torch.uint8)):
+        assert torch.equal(fused_infer_attention_score(q, k, v, num_heads=2, atten_mask=mask)[0], want)
+    q, k, v = qkv(q_len=5, kv_len=9)
+    prefill = torch.rand(5, 9, generator=gen) < 0.4
+    want, _ = fused_infer_attention_score(q, k, v, num_heads=2, atten_mask=prefill.view(1, 1, 5, 9))
+    for mask in (prefill, prefill.view(1, 5, 9), prefill.expand(2, 5, 9), prefill.to(torch.int8)):
+        assert torch.equal(fused_infer_attention_score(q, k, v, num_heads=2, atten_mask=mask)[0], want)
+    unmasked, _ = fused_infer_attention_score(q, k, v, num_heads=2)
+    assert not torch.allclose(want, unmasked, atol=1e-3)
