@@ -3,7 +3,8 @@
 Each public function takes the operator's own positional and keyword arguments, with the defaults of the
 registered schema (``kvlint.catalogue``), and returns what the operator returns. Computation runs on the
 inputs' device in float32 (float64 when the query is float64) with a block-wise online softmax, so no
-[S1, S2] score matrix is ever built. Options that are not implemented raise ``NotImplementedError``
+[S1, S2] score matrix is ever built; it runs without autograd (an inference reference must not keep
+every score tile alive for a backward pass). Options that are not implemented raise ``NotImplementedError``
 naming the argument; reserved arguments that the operator itself ignores are ignored.
 Semantics: reference_semantics.md (sections 1-6, 9; the section 10 choices are noted where they apply).
 """
@@ -321,6 +322,7 @@ class _Batches:
     read_value: Reader
 
 
+@torch.no_grad()
 def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call: _Call) -> tuple[torch.Tensor, torch.Tensor]:
     layout = parse_layout(call.layout)
     if call.layout not in catalogue.LAYOUTS[call.op]:

@@ -182,10 +182,11 @@ class TinyDecoderLayer(torch.nn.Module):
 
 
 def test_a_small_model_steps_through_torch_npu_calls(torch_npu: types.ModuleType) -> None:
-    layer, x = TinyDecoderLayer(torch_npu), bsh(seq=9, seed=4)
-    with torch.no_grad():
-        steps = [layer(x[:, :6], 0)] + [layer(x[:, pos : pos + 1], pos) for pos in range(6, 9)]
-        assert (torch.cat(steps, dim=1) - layer.plain(x)).abs().max() < 1e-5
+    for grad_mode in (torch.inference_mode, torch.enable_grad):  # inputs from nn.Linear may require grad
+        layer, x = TinyDecoderLayer(torch_npu), bsh(seq=9, seed=4)
+        with grad_mode():
+            steps = [layer(x[:, :6], 0)] + [layer(x[:, pos : pos + 1], pos) for pos in range(6, 9)]
+            assert (torch.cat(steps, dim=1) - layer.plain(x)).abs().max() < 1e-5
 
 
 def test_torch_compile_traces_the_emulated_operators(torch_npu: types.ModuleType) -> None:
