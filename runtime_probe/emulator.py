@@ -46,6 +46,7 @@ _library: torch.library.Library | None = None
 
 
 def is_installed() -> bool:
+    """True once ``install()`` has registered the operators in this process."""
     return _library is not None
 
 

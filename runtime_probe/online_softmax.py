@@ -96,7 +96,8 @@ def _finish(
     count: int,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Normalise; a learnable sink adds exp(sink) to the denominator and is included in the lse."""
+    """Normalise. A learnable sink adds exp(sink) to the denominator and is included in the lse
+    (reference_semantics.md section 10, point 5); a row without any allowed key stays 0 with lse +inf."""
     seen = denominator > 0
     safe = torch.where(seen, denominator, torch.ones_like(denominator))
     lse = torch.where(seen, running_max + torch.log(safe), torch.full_like(running_max, torch.inf))
