@@ -318,8 +318,8 @@ def print_budget(model: DecoderModel, gen: Generation, batch: int) -> None:
     print(f"KV cache: {per_token} bytes per token = {cfg.layers} layers x 2 (K, V) x {cfg.kv_heads} KV heads "
           f"x {cfg.head_dim} x {geometry.dtype_bytes} bytes ({geometry.dtype})")
     print(f"KV cache for this run: {sum(lengths)} tokens in {len(lengths)} sequences = {used} bytes; "
-          f"{blocks} paged blocks of {cfg.block_size} = {paged} bytes with block-table entries; "
-          f"allocated {allocated} bytes ({batch * cfg.blocks_per_seq} blocks per layer)")
+          f"paged: {blocks} of {batch * cfg.blocks_per_seq} blocks of {cfg.block_size} tokens in use = {paged} "
+          f"bytes (with their block-table entries); the cache tensors hold {allocated} bytes")
 
 
 def run_example(make_attention: Callable[[Config, int], nn.Module], new_tokens: int = 6) -> bool:
