@@ -28,10 +28,17 @@ def doc_url(entry: Rule) -> str:
     return DOCS_BASE_URL + entry.doc_path
 
 
+_SOURCES = {
+    "torch_npu_ops.md": "from the torch_npu 2.14.0 wheel's operator docs and schemas and Ascend/op-plugin's API docs",
+    "reference_semantics.md": "from the operator docs and the reference implementations it names",
+}
+
+
 def _reference(ref: Reference) -> str:
     if ref.url:
-        return f"- [{ref.title}]({ref.url})"
-    return f"- kvlint operator reference `shared/reference/{ref.doc}`: {ref.title}"
+        title = ref.title.replace("[", "\\[").replace("]", "\\]")
+        return f"- [{title}]({ref.url})"
+    return f"- kvlint operator reference `shared/reference/{ref.doc}` ({_SOURCES[ref.doc]}): {ref.title}"
 
 
 def _autofix(entry: Rule) -> str:

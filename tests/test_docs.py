@@ -64,7 +64,7 @@ def test_autofix_section_agrees_with_the_fixer(entry: Rule) -> None:
 @pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.family != 0], ids=ids)
 def test_references_name_an_operator_reference_section(entry: Rule) -> None:
     references = explain(entry.code).split("## References\n\n")[1]
-    assert re.search(r"kvlint operator reference `shared/reference/\w+\.md`: §\d", references)
+    assert re.search(r"kvlint operator reference `shared/reference/\w+\.md` \([^)]+\): §\d", references)
     for url in re.findall(r"\]\((\S+)\)", references):
         assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(pull|issues)/\d+", url)
 
