@@ -23,7 +23,9 @@ def scatter_update_(input: torch.Tensor, indices: torch.Tensor, updates: torch.T
         )
     dim = axis % input.dim()
     if dim == 0 or updates.dim() != input.dim():
-        raise ValueError(f"scatter_update: axis={axis} must not be the batch axis and updates must have rank {input.dim()}")
+        raise ValueError(
+            f"scatter_update: axis={axis} must not be the batch axis and updates must have rank {input.dim()}"
+        )
     length = updates.shape[dim]
     for batch, start in enumerate(indices.tolist()):
         if start < 0 or start + length > input.shape[dim]:
@@ -40,7 +42,9 @@ def scatter_update(input: torch.Tensor, indices: torch.Tensor, updates: torch.Te
 def npu_scatter_nd_update_(input: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
     """``input[tuple(indices[..., k])] = updates`` with ``updates.shape == indices.shape[:-1] + input.shape[a:]``."""
     if indices.dim() < 2 or indices.shape[-1] > input.dim():
-        raise ValueError(f"npu_scatter_nd_update: indices {tuple(indices.shape)} must be >= 2-D with last dim <= {input.dim()}")
+        raise ValueError(
+            f"npu_scatter_nd_update: indices {tuple(indices.shape)} must be >= 2-D with last dim <= {input.dim()}"
+        )
     expected = indices.shape[:-1] + input.shape[indices.shape[-1] :]
     if updates.shape != expected:
         raise ValueError(f"npu_scatter_nd_update: updates {tuple(updates.shape)} must be {tuple(expected)}")

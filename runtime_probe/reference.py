@@ -71,7 +71,9 @@ _NOT_IMPLEMENTED = {
         "key_dtype", "value_dtype", "query_rope_dtype", "key_rope_dtype", "dequant_scale_query_dtype",
         "dequant_scale_key_dtype", "dequant_scale_value_dtype", "out_dtype",
     ),
-    catalogue.IFA: ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "kv_padding_size"),
+    catalogue.IFA: (
+        "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "kv_padding_size",
+    ),
     catalogue.PFA: ("deq_scale1", "quant_scale1", "deq_scale2", "quant_scale2", "quant_offset2"),
 }  # fmt: skip
 """Arguments (quantised I/O, left padding, shared prefix, dtype reinterpretation) that must stay None.
@@ -224,7 +226,9 @@ def fused_infer_attention_score_v2(
     )
 
 
-def incre_flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> torch.Tensor:
+def incre_flash_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
+) -> torch.Tensor:
     """``npu_incre_flash_attention`` (decode): its ``actual_seq_lengths`` are the KV lengths."""
     op = catalogue.IFA
     a = bind(op, keywords)
@@ -261,7 +265,9 @@ def incre_flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.T
     return out
 
 
-def prompt_flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> torch.Tensor:
+def prompt_flash_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
+) -> torch.Tensor:
     """``npu_prompt_flash_attention`` (prefill). Note its default ``next_tokens=0``."""
     op = catalogue.PFA
     a = bind(op, keywords)
@@ -323,7 +329,9 @@ class _Batches:
 
 
 @torch.no_grad()
-def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call: _Call) -> tuple[torch.Tensor, torch.Tensor]:
+def _attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call: _Call
+) -> tuple[torch.Tensor, torch.Tensor]:
     layout = parse_layout(call.layout)
     if call.layout not in catalogue.LAYOUTS[call.op]:
         raise ValueError(f"{call.op} does not accept input_layout={call.layout!r}")
@@ -381,7 +389,9 @@ def _geometry(call: _Call, single_token: bool) -> tuple[int, int, int, torch.Ten
     return call.sparse_mode, call.pre_tokens, call.next_tokens, call.mask
 
 
-def _check_head_dims(query: torch.Tensor, key: torch.Tensor, layout: Layout, heads: int, kv_heads: int, call: _Call) -> None:
+def _check_head_dims(
+    query: torch.Tensor, key: torch.Tensor, layout: Layout, heads: int, kv_heads: int, call: _Call
+) -> None:
     """Query D (+ rope D) must equal key D (+ rope D); value D may differ (it sets the output D)."""
     paged = call.block_table is not None
     q_dim = split_heads(query, layout.inputs, heads).shape[-1]
@@ -469,7 +479,9 @@ def _batches(
         q_lens = batch_lengths(None if single_token_ignores_lengths else call.q_lengths, batch, q_seq, q_name)
     key_params, value_params = _dequant_params(key, value, call, layout, kv_heads, dtype)
     readers = _paged_readers if call.block_table is not None else _contiguous_readers
-    kv_lens, read_key, read_value = readers(key, value, call, layout, len(q_lens), kv_heads, dtype, key_params, value_params)
+    kv_lens, read_key, read_value = readers(
+        key, value, call, layout, len(q_lens), kv_heads, dtype, key_params, value_params
+    )
     return _Batches(queries, rope_queries, outputs, lses, q_lens, kv_lens, read_key, read_value)
 
 

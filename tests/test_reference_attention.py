@@ -11,6 +11,7 @@ import math
 import random
 
 import pytest
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -66,7 +67,8 @@ def run(case: Case) -> tuple[float, float]:
     """Run the reference and the naive model on ``case``; return (max |d out|, max |d lse|)."""
     gen = torch.Generator().manual_seed(case.seed)
     kv_heads = case.heads // case.ratio
-    inputs, outputs = case.layout.partition("_")[0], case.layout.partition("_")[2] or case.layout.partition("_")[0]
+    inputs, _, outputs = case.layout.partition("_")
+    outputs = outputs or inputs
     varlen = inputs in ("TND", "NTD")
     batch = len(case.q_lens)
     q_pad = max(case.q_lens) + case.q_pad
@@ -85,24 +87,10 @@ def run(case: Case) -> tuple[float, float]:
         kw["num_key_value_heads"] = kv_heads
     naive_keys, naive_values = keys, values
     if case.antiquant:
-        scale_k, scale_v = randn(kv_heads * case.dim).abs() / 40 + 0.01, randn(kv_heads * case.value_dim).abs() / 40 + 0.01
-        off_k, off_v = randn(kv_heads * case.dim).round(), randn(kv_heads * case.value_dim).round()
-        keys = [(k * 40).round().clamp(-128, 127).to(torch.int8) for k in keys]
-        values = [(v * 40).round().clamp(-128, 127).to(torch.int8) for v in values]
-        naive_keys = [(k.double() + off_k.double().view(kv_heads, 1, -1)) * scale_k.double().view(kv_heads, 1, -1) for k in keys]
-        naive_values = [(v.double() + off_v.double().view(kv_heads, 1, -1)) * scale_v.double().view(kv_heads, 1, -1) for v in values]
-        if case.antiquant == "split":
-            kw.update(key_antiquant_scale=scale_k, key_antiquant_offset=off_k,
-                      value_antiquant_scale=scale_v, value_antiquant_offset=off_v)  # fmt: skip
-        else:
-            assert case.dim == case.value_dim
-            kw.update(antiquant_scale=torch.stack([scale_k, scale_v]).view(2, kv_heads, 1, case.dim),
-                      antiquant_offset=torch.stack([off_k, off_v]).view(2, kv_heads, case.dim))  # fmt: skip
+        keys, values, naive_keys, naive_values = _int8_kv(case, keys, values, randn, kw)
 
-    single_token = not varlen and q_pad == 1
-    decode_rules = single_token and case.rope_dim == 0 and case.op in ("v1", "v2")
     if varlen:
-        kw["actual_seq_lengths"] = list(itertools_accumulate(case.q_lens))
+        kw["actual_seq_lengths"] = cumulative(case.q_lens)
     elif case.op != "ifa":
         kw["actual_seq_lengths"] = case.q_lens
     kw["query"] = pack(queries, inputs, q_pad)
@@ -120,7 +108,7 @@ def run(case: Case) -> tuple[float, float]:
         kw["key"], kw["value"] = pack(keys, inputs, kv_pad), pack(values, inputs, kv_pad)
         if case.rope_dim:
             kw["key_rope"] = pack(k_ropes, inputs, kv_pad)
-        kw["actual_seq_lengths_kv"] = list(itertools_accumulate(case.kv_lens)) if varlen else case.kv_lens
+        kw["actual_seq_lengths_kv"] = cumulative(case.kv_lens) if varlen else case.kv_lens
 
     user_mask = None
     if case.sparse_mode in (2, 3, 4):
@@ -128,46 +116,79 @@ def run(case: Case) -> tuple[float, float]:
     elif case.user_mask:
         user_mask = torch.rand(batch, q_pad, kv_pad, generator=gen) < 0.3
         kw["atten_mask"] = user_mask.unsqueeze(1).to(torch.int8)
-    pse = None
-    if case.pse:
-        pse = randn(batch, case.heads, q_pad, kv_pad)
+    pse = randn(batch, case.heads, q_pad, kv_pad) if case.pse else None
+    if pse is not None:
         kw["pse_shift"] = pse
-    kw.update(sparse_mode=case.sparse_mode, pre_tokens=case.pre, next_tokens=case.nxt)
+    kw.update(sparse_mode=case.sparse_mode, pre_tokens=case.pre, next_tokens=case.nxt, softmax_lse_flag=case.lse)
     sink = randn(case.heads) if case.sink else None
     if sink is not None:
         kw["learnable_sink"] = sink
-    kw["softmax_lse_flag"] = case.lse
 
-    allowed = []
-    for b, (s1, s2) in enumerate(zip(case.q_lens, case.kv_lens)):
-        mask_b = None if user_mask is None else user_mask[b, :s1, :s2]
-        if decode_rules:
-            allowed.append(allowed_matrix(0 if case.sparse_mode != 1 else 1, BIG, BIG, s1, s2, mask_b)
-                           if case.sparse_mode in (0, 1) else torch.ones(s1, s2, dtype=torch.bool))  # fmt: skip
-        else:
-            allowed.append(allowed_matrix(case.sparse_mode, case.pre, case.nxt, s1, s2, mask_b))
-    naive_q = [torch.cat([q, r], -1) for q, r in zip(queries, q_ropes)]
-    naive_k = [torch.cat([k.double(), r.double()], -1) for k, r in zip(naive_keys, k_ropes)]
-    naive_pse = None if pse is None else [pse[b, :, :s1, :s2] for b, (s1, s2) in enumerate(zip(case.q_lens, case.kv_lens))]
-    want_out, want_lse = naive_attention(naive_q, naive_k, naive_values, kw["scale"], allowed, sink, naive_pse)
-
+    spans = list(zip(case.q_lens, case.kv_lens))
+    decode_rules = not varlen and q_pad == 1 and case.rope_dim == 0 and case.op in ("v1", "v2")
+    allowed = [_allowed(case, s1, s2, None if user_mask is None else user_mask[b, :s1, :s2], decode_rules)
+               for b, (s1, s2) in enumerate(spans)]  # fmt: skip
+    want_out, want_lse = naive_attention(
+        [torch.cat([q, r], -1) for q, r in zip(queries, q_ropes)],
+        [torch.cat([k.double(), r.double()], -1) for k, r in zip(naive_keys, k_ropes)],
+        naive_values, kw["scale"], allowed, sink,
+        None if pse is None else [pse[b, :, :s1, :s2] for b, (s1, s2) in enumerate(spans)],
+    )  # fmt: skip
     got_out, got_lse = _call(case, kw)
-    expected = pack(want_out, outputs, q_pad, fill="zeros")
-    assert got_out.shape == expected.shape, (got_out.shape, expected.shape)
-    out_err = (got_out.double() - expected).abs().max().item() if expected.numel() else 0.0
-    lse_err = 0.0
-    if case.lse and got_lse is not None:
-        expected_lse = pack_lse(want_lse, varlen, q_pad)
-        assert got_lse.shape == expected_lse.shape, (got_lse.shape, expected_lse.shape)
-        assert torch.equal(torch.isinf(got_lse), torch.isinf(expected_lse)), "empty rows must have lse +inf"
-        finite = torch.isfinite(expected_lse)
-        lse_err = (got_lse.double()[finite] - expected_lse[finite]).abs().max().item() if finite.any() else 0.0
-    elif got_lse is not None:
+    return _errors(case, got_out, got_lse, pack(want_out, outputs, q_pad, fill="zeros"),
+                   pack_lse(want_lse, varlen, q_pad))  # fmt: skip
+
+
+def _int8_kv(
+    case: Case, keys: list[torch.Tensor], values: list[torch.Tensor], randn: Callable[..., torch.Tensor], kw: dict
+) -> tuple[list[torch.Tensor], ...]:
+    """Quantise K/V to int8 with per-channel scale and offset; the naive model gets (x + offset) * scale."""
+    kv_heads = case.heads // case.ratio
+    scale_k = randn(kv_heads * case.dim).abs() / 40 + 0.01
+    scale_v = randn(kv_heads * case.value_dim).abs() / 40 + 0.01
+    off_k, off_v = randn(kv_heads * case.dim).round(), randn(kv_heads * case.value_dim).round()
+    keys = [(k * 40).round().clamp(-128, 127).to(torch.int8) for k in keys]
+    values = [(v * 40).round().clamp(-128, 127).to(torch.int8) for v in values]
+
+    def dequantised(xs: list[torch.Tensor], offset: torch.Tensor, scale: torch.Tensor) -> list[torch.Tensor]:
+        return [(x.double() + offset.double().view(kv_heads, 1, -1)) * scale.double().view(kv_heads, 1, -1) for x in xs]
+
+    if case.antiquant == "split":
+        kw.update(key_antiquant_scale=scale_k, key_antiquant_offset=off_k,
+                  value_antiquant_scale=scale_v, value_antiquant_offset=off_v)  # fmt: skip
+    else:
+        assert case.dim == case.value_dim
+        kw.update(antiquant_scale=torch.stack([scale_k, scale_v]).view(2, kv_heads, 1, case.dim),
+                  antiquant_offset=torch.stack([off_k, off_v]).view(2, kv_heads, case.dim))  # fmt: skip
+    return keys, values, dequantised(keys, off_k, scale_k), dequantised(values, off_v, scale_v)
+
+
+def _allowed(case: Case, s1: int, s2: int, user_mask: torch.Tensor | None, decode_rules: bool) -> torch.Tensor:
+    """The naive allowed matrix; FIA with one query token ignores sparse_mode 2-4 and pre/next."""
+    if not decode_rules:
+        return allowed_matrix(case.sparse_mode, case.pre, case.nxt, s1, s2, user_mask)
+    if case.sparse_mode in (0, 1):
+        return allowed_matrix(case.sparse_mode, BIG, BIG, s1, s2, user_mask)
+    return torch.ones(s1, s2, dtype=torch.bool)
+
+
+def _errors(
+    case: Case, got_out: torch.Tensor, got_lse: torch.Tensor | None, want_out: torch.Tensor, want_lse: torch.Tensor
+) -> tuple[float, float]:
+    assert got_out.shape == want_out.shape, (got_out.shape, want_out.shape)
+    out_err = (got_out.double() - want_out).abs().max().item() if want_out.numel() else 0.0
+    if got_lse is None:
+        return out_err, 0.0
+    if not case.lse:
         assert got_lse.shape == (0,)
-    return out_err, lse_err
+        return out_err, 0.0
+    assert got_lse.shape == want_lse.shape, (got_lse.shape, want_lse.shape)
+    assert torch.equal(torch.isinf(got_lse), torch.isinf(want_lse)), "empty rows must have lse +inf"
+    finite = torch.isfinite(want_lse)
+    return out_err, (got_lse.double()[finite] - want_lse[finite]).abs().max().item() if finite.any() else 0.0
 
 
-def itertools_accumulate(lengths: list[int]) -> list[int]:
+def cumulative(lengths: list[int]) -> list[int]:
     """Cumulative sums, as TND layouts take them."""
     total, out = 0, []
     for n in lengths:
@@ -199,8 +220,9 @@ def _call(case: Case, kw: dict[str, object]) -> tuple[torch.Tensor, torch.Tensor
         renamed = {catalogue.V1_TO_V2.get(name, name): value for name, value in kw.items()}
         return OPS["v2"](q, k, v, **renamed)
     if case.op == "ifa":
-        kw = {("scale_value" if n == "scale" else "actual_seq_lengths" if n == "actual_seq_lengths_kv" else n): x
-              for n, x in kw.items() if n not in ("sparse_mode", "pre_tokens", "next_tokens", "softmax_lse_flag")}  # fmt: skip
+        ifa_names = {"scale": "scale_value", "actual_seq_lengths_kv": "actual_seq_lengths"}
+        dropped = ("sparse_mode", "pre_tokens", "next_tokens", "softmax_lse_flag")
+        kw = {ifa_names.get(n, n): x for n, x in kw.items() if n not in dropped}
         return OPS["ifa"](q, k, v, **kw), None
     kw = {("scale_value" if n == "scale" else n): x for n, x in kw.items() if n != "softmax_lse_flag"}
     return OPS["pfa"](q, k, v, **kw), None
@@ -289,7 +311,9 @@ def test_learnable_sink_joins_the_denominator() -> None:
         )  # fmt: skip
 
 
-@pytest.mark.parametrize(("op", "antiquant"), [("v1", "split"), ("v1", "combined"), ("v2", "split"), ("ifa", "combined")])
+@pytest.mark.parametrize(
+    ("op", "antiquant"), [("v1", "split"), ("v1", "combined"), ("v2", "split"), ("ifa", "combined")]
+)
 def test_int8_antiquant_per_channel(op: str, antiquant: str) -> None:
     for paged in (None, "BnBsH"):
         q_lens = [1, 1] if op == "ifa" else [3, 2]
