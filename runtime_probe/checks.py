@@ -200,7 +200,8 @@ def block_table(call: LiveCall) -> str | None:
                 f"< kv length {max(lengths)}")
     if not call.concrete or block_size <= 0:
         return None
-    return _block_ids_problem(table, lengths, block_size, num_blocks=call.get("key").shape[0])  # type: ignore[union-attr]
+    key: torch.Tensor = call.get("key")  # type: ignore[assignment]
+    return _block_ids_problem(table, lengths, block_size, num_blocks=key.shape[0])
 
 
 def _block_ids_problem(table: torch.Tensor, lengths: list[int], block_size: int, num_blocks: int) -> str | None:

@@ -1,8 +1,9 @@
 """Where the probe attaches: wrappers around the operator callables, and an import hook.
 
 The catalogue's operators are replaced, by name, on the ``torch_npu`` module and on ``torch.ops.npu``
-(real torch_npu binds both names to one ``OpOverloadPacket``; the same wrapper then serves both). A
-wrapper keeps the packet's ``.default`` / ``.out`` overloads reachable, wrapped too, and forwards every
+(real torch_npu binds both names to one ``OpOverloadPacket``; the same wrapper then serves both). A torch
+packet is replaced by a probed packet that is still a torch object (``op_wrappers``), with probed
+``.default`` / ``.out``; any other callable (a stand-in's function) by a ``ProbedOp`` that forwards every
 other attribute. Nothing here imports torch: the wrappers only touch modules that are already loaded.
 
 ``torch_npu`` imported after activation is wrapped by a ``sys.meta_path`` finder that runs a hook after
@@ -27,12 +28,15 @@ OVERLOADS = ("default", "out")
 
 
 class Runner(Protocol):
+    """What a wrapper hands its calls to (``probe.Probe``)."""
+
     def run(self, target: Callable[..., Any], name: str, overload: str,
-            args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+            args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call ``target(*args, **kwargs)`` under the probe and return its result."""
 
 
 class ProbedOp:
-    """Stands in for an operator callable: a packet, one of its overloads, or a stand-in's function."""
+    """Stands in for an operator callable that is not a torch packet (a stand-in module's function)."""
 
     def __init__(self, target: Callable[..., Any], name: str, overload: str | None, runner: Runner) -> None:
         self._kvlint_original = target

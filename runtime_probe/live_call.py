@@ -50,7 +50,7 @@ def is_concrete(value: object) -> bool:
     if isinstance(value, torch.Tensor):
         return type(value) in (torch.Tensor, torch.nn.Parameter) and value.device.type != "meta"
     if isinstance(value, (list, tuple)):
-        return all(is_concrete(item) for item in value)
+        return all(is_concrete(item) for item in value if isinstance(item, (torch.Tensor, list, tuple)))
     return True
 
 

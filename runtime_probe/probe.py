@@ -145,7 +145,7 @@ class Probe:
             bound = None if operator is None else live_call.bind(operator, args, kwargs)
             if operator is None or bound is None:
                 return ticket
-            call = ticket.call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
+            ticket.call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
             for code, check in checks.ARGUMENT_CHECKS.items():
                 self._run_check(ticket, code, check)
             if name in drift.WRITES:

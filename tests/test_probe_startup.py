@@ -32,7 +32,7 @@ LOADED = "import sys; print(sorted(m for m in ('torch', 'kvlint.runtime_probe.pr
 
 @pytest.fixture
 def fresh_startup(monkeypatch):
-    monkeypatch.setattr(_startup, "_started", False)
+    monkeypatch.setattr(_startup, "_started", set())
     monkeypatch.delenv("KVLINT_PROBE", raising=False)
     monkeypatch.delenv("KVLINT_EMULATE", raising=False)
     yield monkeypatch
@@ -44,7 +44,7 @@ def test_unset_variables_activate_nothing(fresh_startup):
     fresh_startup.setattr(runtime_probe, "activate_from_env", lambda: activations.append(1))
     fresh_startup.setenv("KVLINT_PROBE", "0")
     _startup.activate_from_env()
-    assert activations == [] and _startup._started is False
+    assert activations == [] and _startup._started == set()
 
 
 def test_activation_runs_once_however_often_the_hook_runs(fresh_startup):

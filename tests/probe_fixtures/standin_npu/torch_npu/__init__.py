@@ -27,10 +27,12 @@ def attention_helper(*args, **kwargs):
     return npu_fused_infer_attention_score(*args, **kwargs)
 
 
-if _VARIANT == "nested":
+def _fia_through_ifa(query, key, value, *, num_heads=1, scale=1.0, input_layout="BSH", num_key_value_heads=0,
+                     **ignored):
+    out = npu_incre_flash_attention(query, key, value, num_heads=num_heads, scale_value=scale,
+                                    input_layout=input_layout, num_key_value_heads=num_key_value_heads)
+    return out, out.new_empty(0)
 
-    def npu_fused_infer_attention_score(query, key, value, *, num_heads=1, scale=1.0, input_layout="BSH",
-                                        num_key_value_heads=0, **ignored):
-        out = npu_incre_flash_attention(query, key, value, num_heads=num_heads, scale_value=scale,
-                                        input_layout=input_layout, num_key_value_heads=num_key_value_heads)
-        return out, out.new_empty(0)
+
+if _VARIANT == "nested":
+    npu_fused_infer_attention_score = _fia_through_ifa
