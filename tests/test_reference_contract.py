@@ -61,6 +61,7 @@ def test_single_query_token_ignores_sparse_mode_band_and_query_lengths() -> None
     for kw in (
         {"sparse_mode": 2, "atten_mask": TEMPLATE},
         {"sparse_mode": 4, "atten_mask": TEMPLATE, "pre_tokens": 0, "next_tokens": 0},
+        {"atten_mask": torch.zeros(2, 9, dtype=torch.bool), "pre_tokens": 0, "next_tokens": 0},
         {"actual_seq_lengths": [0]},
     ):
         out, _ = fused_infer_attention_score(q, k, v, num_heads=2, actual_seq_lengths_kv=[9, 5], **kw)
