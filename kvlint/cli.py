@@ -136,11 +136,16 @@ def _fix(results: list[FileResult], keep: Callable[[Finding], bool], settings: S
         diffs.append(outcome.diff())
         fixed_count += len(outcome.applied)
         if write:
-            with open(result.path, "rb") as handle:
-                raw = handle.read()
-            encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
-            with open(result.path, "wb") as handle:
-                handle.write(outcome.fixed.encode(encoding))
+            try:
+                with open(result.path, "rb") as handle:
+                    raw = handle.read()
+                encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
+                with open(result.path, "wb") as handle:
+                    handle.write(outcome.fixed.encode(encoding))
+            except OSError as error:
+                result.error = f"{result.path}: cannot write the fixes: {error.strerror or error}"
+                new_results.append(result)
+                continue
             relinted = lint_text(outcome.fixed, result.path, settings)
             relinted.warnings = result.warnings
             new_results.append(relinted)

@@ -265,6 +265,23 @@ def test_fix_of_a_clean_tree_changes_nothing_and_exits_zero(tmp_path: Path) -> N
     assert (tmp_path / "m.py").read_text(encoding="utf-8") == FIXED_FILE
 
 
+def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    from kvlint import cli
+
+    path = tmp_path / "m.py"
+    path.write_text(BAD_FILE, encoding="utf-8")
+
+    def read_only(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file) == str(path):
+            raise PermissionError(13, "Permission denied")
+        return open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "open", read_only, raising=False)
+    assert cli.main(["--isolated", "--fix", str(path)]) == 2
+    assert f"{path}: cannot write the fixes: Permission denied" in capsys.readouterr().err
+    assert path.read_text(encoding="utf-8") == BAD_FILE
+
+
 def test_fix_and_diff_are_exclusive(tmp_path: Path) -> None:
     out = kvlint("--fix", "--diff", ".", cwd=tmp_path)
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
