@@ -1,4 +1,5 @@
-"""The CPU emulator: ``import torch_npu`` works without an NPU, with the device's schemas and the reference's results."""
+"""The CPU emulator: ``import torch_npu`` works without an NPU, with the device's schemas and the reference's
+results."""
 
 from __future__ import annotations
 
@@ -64,8 +65,12 @@ def test_attention_results_equal_the_reference(torch_npu: types.ModuleType) -> N
     q, k, v = bsh(seed=1), bsh(seq=9, hidden=16, seed=2), bsh(seq=9, hidden=16, seed=3)
     common = {"num_heads": 4, "num_key_value_heads": 2, "actual_seq_lengths_kv": [9, 6]}
     fia = {**common, "scale": 0.3, "sparse_mode": 3, "atten_mask": TEMPLATE, "softmax_lse_flag": True}
+    decode = {"num_heads": 4, "num_key_value_heads": 2, "actual_seq_lengths": [9, 6]}
     for got, want in (
-        (torch_npu.npu_fused_infer_attention_score(q, k, v, **fia), reference.fused_infer_attention_score(q, k, v, **fia)),
+        (
+            torch_npu.npu_fused_infer_attention_score(q, k, v, **fia),
+            reference.fused_infer_attention_score(q, k, v, **fia),
+        ),
         (
             torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=4, num_key_value_heads=2,
                                                          softmax_scale=0.3, actual_seq_kvlen=[9, 6],
@@ -79,8 +84,8 @@ def test_attention_results_equal_the_reference(torch_npu: types.ModuleType) -> N
             (reference.prompt_flash_attention(q, k, v, atten_mask=torch.zeros(5, 9, dtype=torch.bool), **common),),
         ),
         (
-            (torch_npu.npu_incre_flash_attention(q[:, :1], k, v, num_heads=4, num_key_value_heads=2, actual_seq_lengths=[9, 6]),),
-            (reference.incre_flash_attention(q[:, :1], k, v, num_heads=4, num_key_value_heads=2, actual_seq_lengths=[9, 6]),),
+            (torch_npu.npu_incre_flash_attention(q[:, :1], k, v, **decode),),
+            (reference.incre_flash_attention(q[:, :1], k, v, **decode),),
         ),
     ):  # fmt: skip
         assert len(got) == len(want)
@@ -192,8 +197,9 @@ def test_a_small_model_steps_through_torch_npu_calls(torch_npu: types.ModuleType
 def test_torch_compile_traces_the_emulated_operators(torch_npu: types.ModuleType) -> None:
     def step(cache: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         torch_npu.scatter_update_(cache, torch.tensor([2, 5]), k, -2)
-        out, _ = torch_npu.npu_fused_infer_attention_score(q, cache, cache, num_heads=4, scale=0.5, sparse_mode=3,
-                                                           atten_mask=TEMPLATE, actual_seq_lengths_kv=[3, 6])  # fmt: skip
+        out, _ = torch_npu.npu_fused_infer_attention_score(
+            q, cache, cache, num_heads=4, scale=0.5, sparse_mode=3, atten_mask=TEMPLATE, actual_seq_lengths_kv=[3, 6]
+        )
         return out * 2
 
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
@@ -222,5 +228,6 @@ def test_fake_kernels_match_real_shapes(
     real = torch_npu.npu_fused_infer_attention_score(q, kv, kv, **kw)
     with FakeTensorMode() as mode:
         fake_kw = {name: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for name, x in kw.items()}
-        fake = torch_npu.npu_fused_infer_attention_score(mode.from_tensor(q), mode.from_tensor(kv), mode.from_tensor(kv), **fake_kw)
+        fake_q, fake_kv = mode.from_tensor(q), mode.from_tensor(kv)
+        fake = torch_npu.npu_fused_infer_attention_score(fake_q, fake_kv, fake_kv, **fake_kw)
     assert [(t.shape, t.dtype) for t in fake] == [(t.shape, t.dtype) for t in real]

@@ -19,7 +19,9 @@ from kvlint.runtime_probe.reference import (
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 
 
-def qkv(batch: int = 2, q_len: int = 6, kv_len: int = 6, heads: int = 2, dim: int = 8, seed: int = 0) -> tuple[torch.Tensor, ...]:
+def qkv(
+    batch: int = 2, q_len: int = 6, kv_len: int = 6, heads: int = 2, dim: int = 8, seed: int = 0
+) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(seed)
     return (
         torch.randn(batch, q_len, heads * dim, generator=gen),
