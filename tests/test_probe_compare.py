@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kvlint.catalogue import FIA_V1, OPERATORS
-from kvlint.runtime_probe.compare import compare
+from kvlint.runtime_probe.compare import compare, nonfinite
 from kvlint.runtime_probe.live_call import LiveCall, bind
 from tests.probe_fixtures.harness import codes, probe, standin  # noqa: F401
 
@@ -81,6 +81,13 @@ def test_nonfinite_output_is_reported(probe, standin):
     torch_npu.npu_fused_infer_attention_score(q, q, q, num_heads=1, input_layout="BNSD", scale=0.5,
                                               sparse_mode=3, atten_mask=TEMPLATE)
     assert codes(running) == {"KVL502": 1}
+
+
+def test_nonfinite_counts_nan_and_inf_and_accepts_the_largest_finite_values():
+    output = torch.full((4, 1024), 65504.0, dtype=torch.float16)
+    assert nonfinite(output) is None
+    output[0, 0], output[1, 1], output[2, 2] = float("inf"), float("-inf"), float("nan")
+    assert nonfinite(output) == "output has 1 NaN and 2 Inf value(s) out of 4096"
 
 
 def test_options_the_reference_does_not_implement_are_not_compared(probe, standin):
