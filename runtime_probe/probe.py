@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -109,8 +110,8 @@ class Probe:
             if not report["sites"]:
                 return
             print(summary(report), file=sys.stderr)
-            if self.settings.report_path is not None:
-                write_json(report, self.settings.report_path)
+            if self.settings.report_path is not None:  # relative to where the program started
+                write_json(report, Path(self._root, self.settings.report_path))
         except Exception as exc:
             print(f"kvlint: probe could not write its report: {exc!r}", file=sys.stderr)
 

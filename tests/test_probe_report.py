@@ -66,6 +66,15 @@ def test_json_report_has_exactly_the_documented_shape(probe, standin, tmp_path):
     assert {s["max_abs_err"] for s in report["sites"] if not s["compared"]} == {None}
 
 
+def test_a_relative_report_path_is_taken_from_where_the_program_started(probe, standin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    running = probe(report_path=Path("reports/probe.json"))
+    user_calls.bad_mask_missing(standin("good"))
+    monkeypatch.chdir(ROOT)
+    running.finish()
+    assert [f["code"] for f in json.loads((tmp_path / "reports/probe.json").read_text())["findings"]] == ["KVL203"]
+
+
 def test_merge_adds_counts_and_keeps_the_largest_error():
     site = dict(op="op", path="run.py", line=3, calls=2, validated=2, compared=1, max_abs_err=0.5, max_rel_err=0.25)
     finding = dict(code="KVL501", symbol="probe-output-mismatch", severity="error", message="m", op="op",
