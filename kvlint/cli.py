@@ -205,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         return _error(f"{args.output}: cannot write: {error.strerror or error}")
     if args.statistics:
-        print(statistics(findings), end="", file=sys.stdout if args.format == "text" and not args.output else sys.stderr)
+        to_stdout = args.format == "text" and not args.output
+        print(statistics(findings), end="", file=sys.stdout if to_stdout else sys.stderr)
     if args.fix:
         print(f"kvlint: fixed {fixed_count} finding(s)", file=sys.stderr)
     for result in results:

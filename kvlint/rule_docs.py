@@ -256,9 +256,11 @@ DOCS: dict[str, RuleDoc] = {
             "torch_npu.<op> instead\"); `torch_npu.npu` is the device runtime module and has no operators, "
             "so the attribute lookup fails.",
         bad=_HEADER + "def decode(q, k, v, head_dim):\n"
-            "    return torch.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim))\n",
+            "    scale = 1 / math.sqrt(head_dim)\n"
+            "    return torch.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=scale)\n",
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
-             "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim))\n",
+             "    scale = 1 / math.sqrt(head_dim)\n"
+             "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=scale)\n",
         references=(Reference("§1 How the ops are reachable", OPS),),
         fix="`kvlint --fix` rewrites the callee to `torch_npu.<op>` (using the module's own alias when it "
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "

@@ -84,7 +84,8 @@ def project(tmp_path: Path, files: dict[str, str]) -> Path:
 # --- finding the configuration -----------------------------------------------------------------------------
 
 def test_defaults_when_no_file_configures_kvlint(tmp_path: Path) -> None:
-    project(tmp_path, {"pyproject.toml": "[tool.black]\nline-length = 100\n", "setup.cfg": "[flake8]\nmax-line-length = 100\n"})
+    project(tmp_path, {"pyproject.toml": "[tool.black]\nline-length = 100\n",
+                       "setup.cfg": "[flake8]\nmax-line-length = 100\n"})
     assert find_config(str(tmp_path)) == Config()
 
 
@@ -152,8 +153,10 @@ def test_per_file_ignores_accept_a_toml_table_and_flake8_text() -> None:
 def test_extra_fa_wrappers_accept_a_table_lines_and_commas() -> None:
     expected = {"mypkg.ops.fa": "npu_fused_infer_attention_score_v2", "a.b": "npu_incre_flash_attention"}
     assert parse_wrappers(expected, "x") == expected
-    assert parse_wrappers("\nmypkg.ops.fa = npu_fused_infer_attention_score_v2\na.b=npu_incre_flash_attention", "x") == expected
-    assert parse_wrappers("mypkg.ops.fa = npu_fused_infer_attention_score_v2, a.b = npu_incre_flash_attention", "x") == expected
+    lines = "\nmypkg.ops.fa = npu_fused_infer_attention_score_v2\na.b=npu_incre_flash_attention"
+    assert parse_wrappers(lines, "x") == expected
+    commas = "mypkg.ops.fa = npu_fused_infer_attention_score_v2, a.b = npu_incre_flash_attention"
+    assert parse_wrappers(commas, "x") == expected
     with pytest.raises(ConfigError, match="'my pkg' is not a dotted Python name"):
         parse_wrappers("my pkg = npu_incre_flash_attention", "x")
 
@@ -178,8 +181,10 @@ def test_extra_fa_wrappers_in_all_three_front_ends(tmp_path: Path) -> None:
     assert flake8_codes(tmp_path, "m.py") == []
     assert pylint_codes(tmp_path, "m.py") == []
     project(tmp_path, {
-        "pyproject.toml": '[tool.kvlint]\nextra-fa-wrappers = {"mypkg.ops.fa" = "npu_fused_infer_attention_score_v2"}\n'
-                          '[tool.pylint.kvlint]\nextra-fa-wrappers = ["mypkg.ops.fa = npu_fused_infer_attention_score_v2"]\n',
+        "pyproject.toml": '[tool.kvlint]\n'
+                          'extra-fa-wrappers = {"mypkg.ops.fa" = "npu_fused_infer_attention_score_v2"}\n'
+                          '[tool.pylint.kvlint]\n'
+                          'extra-fa-wrappers = ["mypkg.ops.fa = npu_fused_infer_attention_score_v2"]\n',
         "setup.cfg": "[flake8]\nextra-fa-wrappers =\n    mypkg.ops.fa = npu_fused_infer_attention_score_v2\n",
     })
     assert cli_codes(tmp_path, "m.py") == [("m.py", 5, "KVL102")]

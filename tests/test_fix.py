@@ -187,7 +187,8 @@ def at(text: str, line: int, length: int | None = None, source: str = KVL301) ->
 
 @pytest.mark.parametrize(("finding", "old", "new"), [
     (at("block_table=tables", 7), "torch.arange(n).view(2, -1)", "torch.arange(n, dtype=torch.int32).view(2, -1)"),
-    (at("tables, actual", 7, length=6), "torch.arange(n).view(2, -1)", "torch.arange(n, dtype=torch.int32).view(2, -1)"),
+    (at("tables, actual", 7, length=6), "torch.arange(n).view(2, -1)",
+     "torch.arange(n, dtype=torch.int32).view(2, -1)"),
     (at("torch.tensor(raw, dtype=torch.int64)", 8), "dtype=torch.int64", "dtype=torch.int32"),
     (at("block_table=raw.long()", 9), "raw.long()", "raw.int()"),
 ])

@@ -125,7 +125,8 @@ def test_fingerprints_survive_moved_lines_and_tell_identical_lines_apart(tmp_pat
 def test_columns_count_code_points_on_non_ascii_lines(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text("import torch_npu\n\n\ndef decode(q, k, v):\n"
-                    "    é = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, inputlayout='x')\n",
+                    "    é = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1,"
+                    " inputlayout='x')\n",
                     encoding="utf-8")
     log = cli_sarif("m.py", cwd=tmp_path)
     region = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
