@@ -1,4 +1,4 @@
-"""Readers of key/value blocks: contiguous tensors, paged caches, int8 antiquant.
+"""Readers of key/value blocks: contiguous tensors, paged caches, a shared prefix, int8 antiquant.
 
 A reader returns the keys [start, stop) of one batch as an (N, stop - start, D) tensor in the compute
 dtype, so that only one block is ever converted, gathered or dequantised at a time.
@@ -105,3 +105,18 @@ def paged_reader(
         return _convert(blocks[:, start - offset : stop - offset], dtype, params)
 
     return read
+
+
+def with_prefix(read: Reader, prefix: torch.Tensor, dtype: torch.dtype, params: Dequant | None) -> Reader:
+    """Positions [0, P) come from a shared prefix (N, P, D), later ones from ``read`` shifted by P."""
+    length = prefix.shape[1]
+
+    def read_all(batch: int, start: int, stop: int) -> torch.Tensor:
+        parts = []
+        if start < length:
+            parts.append(_convert(prefix[:, start : min(stop, length)], dtype, params))
+        if stop > length:
+            parts.append(read(batch, max(start, length) - length, stop - length))
+        return torch.cat(parts, dim=1)
+
+    return read_all

@@ -47,6 +47,7 @@ from kvlint.runtime_probe.paged import (
     dequant,
     heads_major_cache,
     paged_reader,
+    with_prefix,
 )
 
 __all__ = [
@@ -63,8 +64,7 @@ __all__ = [
 _NOT_IMPLEMENTED = {
     catalogue.FIA_V1: (
         "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2",
-        "query_padding_size", "kv_padding_size", "key_shared_prefix", "value_shared_prefix",
-        "actual_shared_prefix_len",
+        "query_padding_size", "kv_padding_size",
     ),
     catalogue.FIA_V2: (
         "dequant_scale_query", "quant_scale_out", "quant_offset_out", "quant_scale_p", "query_dtype",
@@ -105,6 +105,8 @@ class _Call:
     key_dequant: tuple[torch.Tensor | None, torch.Tensor | None]
     value_dequant: tuple[torch.Tensor | None, torch.Tensor | None]
     sink: torch.Tensor | None
+    shared_prefix: tuple[torch.Tensor | None, torch.Tensor | None, list[int] | None]
+    """FIA v1 (key_shared_prefix, value_shared_prefix, actual_shared_prefix_len)."""
     with_lse: bool
     decode_rules: bool
     """FIA only: with one query token (non-varlen, no rope) sparse_mode and pre/next are ignored."""
@@ -182,6 +184,7 @@ def fused_infer_attention_score(
             key_dequant=key_dequant,
             value_dequant=value_dequant,
             sink=None,
+            shared_prefix=(a["key_shared_prefix"], a["value_shared_prefix"], a["actual_shared_prefix_len"]),
             with_lse=bool(a["softmax_lse_flag"]),
             decode_rules=True,
         ),
@@ -220,6 +223,7 @@ def fused_infer_attention_score_v2(
             key_dequant=(a["dequant_scale_key"], a["dequant_offset_key"]),
             value_dequant=(a["dequant_scale_value"], a["dequant_offset_value"]),
             sink=a["learnable_sink"],
+            shared_prefix=(None, None, None),
             with_lse=bool(a["return_softmax_lse"]),
             decode_rules=True,
         ),
@@ -258,6 +262,7 @@ def incre_flash_attention(
             key_dequant=key_dequant,
             value_dequant=value_dequant,
             sink=None,
+            shared_prefix=(None, None, None),
             with_lse=False,
             decode_rules=False,
         ),
@@ -296,6 +301,7 @@ def prompt_flash_attention(
             key_dequant=(None, None),
             value_dequant=(None, None),
             sink=None,
+            shared_prefix=(None, None, None),
             with_lse=False,
             decode_rules=False,
         ),
@@ -482,7 +488,34 @@ def _batches(
     kv_lens, read_key, read_value = readers(
         key, value, call, layout, len(q_lens), kv_heads, dtype, key_params, value_params
     )
+    prefix = _shared_prefix(key, call, layout, kv_heads)
+    if prefix is not None:  # the batch's KV is concat(prefix, own KV); the geometry uses S2 = P + Skv_b
+        key_prefix, value_prefix = prefix
+        kv_lens = [key_prefix.shape[1] + n for n in kv_lens]
+        read_key = with_prefix(read_key, key_prefix, dtype, key_params)
+        read_value = with_prefix(read_value, value_prefix, dtype, value_params)
     return _Batches(queries, rope_queries, outputs, lses, q_lens, kv_lens, read_key, read_value)
+
+
+def _shared_prefix(
+    key: torch.Tensor, call: _Call, layout: Layout, kv_heads: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (N, P_act, D) key and value prefix shared by every batch (reference_semantics.md section 3)."""
+    key_prefix, value_prefix, lengths = call.shared_prefix
+    if key_prefix is None and value_prefix is None:
+        return None
+    if key_prefix is None or value_prefix is None:
+        raise ValueError("key_shared_prefix and value_shared_prefix must be given together")
+    if layout.varlen or call.block_table is not None or call.query_rope is not None:
+        raise NotImplementedError("key_shared_prefix with a TND/NTD layout, a block_table or MLA is not implemented")
+    keys = split_heads(key_prefix, layout.inputs, kv_heads)
+    values = split_heads(value_prefix, layout.inputs, kv_heads)
+    if keys.shape[0] != 1 or keys.shape[:-1] != values.shape[:-1]:
+        raise ValueError(f"shared prefixes {tuple(key_prefix.shape)}, {tuple(value_prefix.shape)} need batch 1")
+    if keys.shape[-1] != head_dim(key, layout.inputs, kv_heads, False):
+        raise ValueError("key_shared_prefix and key differ in head dim")
+    length = batch_lengths(lengths, 1, keys.shape[2], "actual_shared_prefix_len")[0]
+    return keys[0, :, :length], values[0, :, :length]
 
 
 def _dequant_params(

@@ -54,6 +54,10 @@ class Case:
     sink: bool = False
     antiquant: str | None = None
     """None, "split" (v1 key/value_antiquant_*, v2 dequant_*) or "combined" (v1/IFA antiquant_*)."""
+    prefix: int = 0
+    """Length of a v1 shared prefix (0: none)."""
+    prefix_used: int | None = None
+    """``actual_shared_prefix_len`` (None: not passed, the whole prefix is used)."""
     op: str = "v1"
     seed: int = 0
     dtype: torch.dtype = torch.float32
@@ -89,6 +93,16 @@ def run(case: Case) -> tuple[float, float]:
     if case.antiquant:
         keys, values, naive_keys, naive_values = _int8_kv(case, keys, values, randn, kw)
 
+    prefix_used = case.prefix if case.prefix_used is None else case.prefix_used
+    if case.prefix:
+        key_prefix, value_prefix = randn(kv_heads, case.prefix, case.dim), randn(kv_heads, case.prefix, case.value_dim)
+        kw["key_shared_prefix"] = pack([key_prefix], inputs, case.prefix)
+        kw["value_shared_prefix"] = pack([value_prefix], inputs, case.prefix)
+        if case.prefix_used is not None:
+            kw["actual_shared_prefix_len"] = [case.prefix_used]
+        naive_keys = [torch.cat([key_prefix[:, :prefix_used], k], dim=1) for k in naive_keys]
+        naive_values = [torch.cat([value_prefix[:, :prefix_used], v], dim=1) for v in naive_values]
+
     if varlen:
         kw["actual_seq_lengths"] = cumulative(case.q_lens)
     elif case.op != "ifa":
@@ -114,7 +128,7 @@ def run(case: Case) -> tuple[float, float]:
     if case.sparse_mode in (2, 3, 4):
         kw["atten_mask"] = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
     elif case.user_mask:
-        user_mask = torch.rand(batch, q_pad, kv_pad, generator=gen) < 0.3
+        user_mask = torch.rand(batch, q_pad, prefix_used + kv_pad, generator=gen) < 0.3
         kw["atten_mask"] = user_mask.unsqueeze(1).to(torch.int8)
     pse = randn(batch, case.heads, q_pad, kv_pad) if case.pse else None
     if pse is not None:
@@ -124,14 +138,15 @@ def run(case: Case) -> tuple[float, float]:
     if sink is not None:
         kw["learnable_sink"] = sink
 
-    spans = list(zip(case.q_lens, case.kv_lens))
+    spans = [(s1, prefix_used + s2) for s1, s2 in zip(case.q_lens, case.kv_lens)]
     decode_rules = not varlen and q_pad == 1 and case.rope_dim == 0 and case.op in ("v1", "v2")
     allowed = [_allowed(case, s1, s2, None if user_mask is None else user_mask[b, :s1, :s2], decode_rules)
                for b, (s1, s2) in enumerate(spans)]  # fmt: skip
+    if case.rope_dim:  # MLA: the scores see concat(nope, rope)
+        queries = [torch.cat([q, r], -1) for q, r in zip(queries, q_ropes)]
+        naive_keys = [torch.cat([k.double(), r.double()], -1) for k, r in zip(naive_keys, k_ropes)]
     want_out, want_lse = naive_attention(
-        [torch.cat([q, r], -1) for q, r in zip(queries, q_ropes)],
-        [torch.cat([k.double(), r.double()], -1) for k, r in zip(naive_keys, k_ropes)],
-        naive_values, kw["scale"], allowed, sink,
+        queries, naive_keys, naive_values, kw["scale"], allowed, sink,
         None if pse is None else [pse[b, :, :s1, :s2] for b, (s1, s2) in enumerate(spans)],
     )  # fmt: skip
     got_out, got_lse = _call(case, kw)
@@ -344,3 +359,13 @@ def test_pse_shift_is_added_to_the_scaled_scores() -> None:
         assert_agrees(Case(layout=layout, pse=True, heads=4, ratio=2, q_lens=random_lengths(rng, 2, 1, 7),
                            kv_lens=random_lengths(rng, 2, 1, 12), kv_pad=2, sparse_mode=sparse_mode, pre=3, nxt=1,
                            user_mask=sparse_mode == 0))  # fmt: skip
+
+
+def test_shared_prefix_is_prepended_to_every_batch() -> None:
+    rng = random.Random(13)
+    for layout, prefix_used, sparse_mode in (("BSH", None, 3), ("BNSD", 5, 0), ("BSND", 0, 4), ("BSH", 7, 1)):
+        assert_agrees(
+            Case(layout=layout, heads=4, ratio=2, prefix=7, prefix_used=prefix_used, sparse_mode=sparse_mode,
+                 user_mask=sparse_mode < 2, pre=4, nxt=2, q_lens=random_lengths(rng, 2, 1, 6),
+                 kv_lens=random_lengths(rng, 2, 0, 9), kv_pad=1, seed=rng.randint(0, 10**6))
+        )  # fmt: skip

@@ -92,8 +92,6 @@ def test_dtypes_follow_the_query_and_lse_is_float32_or_empty() -> None:
         (fused_infer_attention_score, "dequant_scale1", torch.ones(1)),
         (fused_infer_attention_score, "query_padding_size", torch.zeros(1, dtype=torch.long)),
         (fused_infer_attention_score, "kv_padding_size", torch.zeros(1, dtype=torch.long)),
-        (fused_infer_attention_score, "key_shared_prefix", torch.ones(1, 2, 16)),
-        (fused_infer_attention_score, "actual_shared_prefix_len", [2]),
         (fused_infer_attention_score, "antiquant_mode", 1),
         (fused_infer_attention_score, "key_antiquant_mode", 1),
         (fused_infer_attention_score_v2, "quant_scale_out", torch.ones(1)),
