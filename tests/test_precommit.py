@@ -68,3 +68,21 @@ def test_hook_fails_naming_the_code_and_passes_once_fixed(tmp_path: Path, hook: 
     passing = _try_repo(hook, user, ref)
     assert passing.returncode == 0, passing.stdout + passing.stderr
     assert "Passed" in passing.stdout
+
+
+@pytest.mark.slow
+def test_fix_hook_rewrites_the_file_then_passes(tmp_path: Path) -> None:
+    ref = _git("rev-parse", "HEAD", cwd=ROOT)
+    user = tmp_path / "user"
+    user.mkdir()
+    _git("init", "-q", cwd=user)
+    (user / "model.py").write_text(BAD)
+    _git("add", "model.py", cwd=user)
+
+    fixing = _try_repo("kvlint-fix", user, ref)
+    assert fixing.returncode == 1, fixing.stdout + fixing.stderr
+    assert "files were modified by this hook" in fixing.stdout
+    assert (user / "model.py").read_text() == GOOD
+
+    _git("add", "model.py", cwd=user)
+    assert _try_repo("kvlint-fix", user, ref).returncode == 0
