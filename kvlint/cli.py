@@ -9,12 +9,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tokenize
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kvlint import __version__
 from kvlint.config import Config, ConfigError, find_config, load_config
-from kvlint.engine import Settings
 from kvlint.finding import Finding
 from kvlint.output import FORMATS, format_text, render, statistics
 from kvlint.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
@@ -109,51 +107,6 @@ def _write(text: str, output: str | None) -> None:
         handle.write(text)
 
 
-def _fix(results: list[FileResult], keep: Callable[[Finding], bool], settings: Settings,
-         write: bool) -> tuple[list[FileResult], list[str], int]:
-    """Apply (``write``) or preview the fixes; returns the new results, the diffs and the fix count."""
-    from kvlint.fix import FIXABLE, FixUnavailable, fix_source
-    from kvlint.runner import lint_text
-
-    diffs, fixed_count, new_results = [], 0, []
-    for result in results:
-        fixable = [f for f in result.findings if f.code in FIXABLE and keep(f)]
-        if not fixable:
-            new_results.append(result)
-            continue
-        try:
-            source = read_source(result.path)
-            outcome = fix_source(source, fixable, result.path, settings.extra_fa_wrappers)
-        except FixUnavailable:
-            raise
-        except Exception as error:  # noqa: BLE001 - a file kvlint cannot rewrite is reported, not fatal
-            result.warnings.append(f"{result.path}: cannot fix: {type(error).__name__}: {error}")
-            new_results.append(result)
-            continue
-        if not outcome.changed:
-            new_results.append(result)
-            continue
-        diffs.append(outcome.diff())
-        fixed_count += len(outcome.applied)
-        if write:
-            try:
-                with open(result.path, "rb") as handle:
-                    raw = handle.read()
-                encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
-                with open(result.path, "wb") as handle:
-                    handle.write(outcome.fixed.encode(encoding))
-            except OSError as error:
-                result.error = f"{result.path}: cannot write the fixes: {error.strerror or error}"
-                new_results.append(result)
-                continue
-            relinted = lint_text(outcome.fixed, result.path, settings)
-            relinted.warnings = result.warnings
-            new_results.append(relinted)
-        else:
-            new_results.append(result)
-    return new_results, diffs, fixed_count
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -186,10 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(args.paths, settings, args.jobs)
     fixed_count = 0
     if args.fix or args.diff:
-        from kvlint.fix import FixUnavailable
+        from kvlint.fix import FixUnavailable, apply_fixes
 
         try:
-            results, diffs, fixed_count = _fix(results, keep, settings, write=args.fix)
+            results, diffs, fixed_count = apply_fixes(results, keep, settings, write=args.fix)
         except FixUnavailable as error:
             return _error(str(error))
         if args.diff:

@@ -267,7 +267,7 @@ def test_fix_of_a_clean_tree_changes_nothing_and_exits_zero(tmp_path: Path) -> N
 
 
 def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, monkeypatch, capsys) -> None:
-    from kvlint import cli
+    from kvlint import cli, fix
 
     path = tmp_path / "m.py"
     path.write_text(BAD_FILE, encoding="utf-8")
@@ -277,7 +277,7 @@ def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, mon
             raise PermissionError(13, "Permission denied")
         return open(file, mode, *args, **kwargs)
 
-    monkeypatch.setattr(cli, "open", read_only, raising=False)
+    monkeypatch.setattr(fix, "open", read_only, raising=False)
     assert cli.main(["--isolated", "--fix", str(path)]) == 2
     assert f"{path}: cannot write the fixes: Permission denied" in capsys.readouterr().err
     assert path.read_text(encoding="utf-8") == BAD_FILE
