@@ -130,7 +130,7 @@ def run(case: Case) -> tuple[float, float]:
     elif case.user_mask:
         user_mask = torch.rand(batch, q_pad, prefix_used + kv_pad, generator=gen) < 0.3
         kw["atten_mask"] = user_mask.unsqueeze(1).to(torch.int8)
-    pse = randn(batch, case.heads, q_pad, kv_pad) if case.pse else None
+    pse = randn(batch, case.heads, q_pad, prefix_used + kv_pad) if case.pse else None
     if pse is not None:
         kw["pse_shift"] = pse
     kw.update(sparse_mode=case.sparse_mode, pre_tokens=case.pre, next_tokens=case.nxt, softmax_lse_flag=case.lse)
@@ -369,3 +369,36 @@ def test_shared_prefix_is_prepended_to_every_batch() -> None:
                  user_mask=sparse_mode < 2, pre=4, nxt=2, q_lens=random_lengths(rng, 2, 1, 6),
                  kv_lens=random_lengths(rng, 2, 0, 9), kv_pad=1, seed=rng.randint(0, 10**6))
         )  # fmt: skip
+
+
+def random_case(rng: random.Random) -> Case:
+    """A random FIA v1/v2 call mixing every feature that the operators allow together. The block size never
+    equals the KV head count, where a 4-D cache's layout would be ambiguous."""
+    op = rng.choice(["v1", "v2"])
+    layout = rng.choice(sorted(catalogue.FIA_LAYOUTS - {"NSD"}))
+    varlen = layout.partition("_")[0] in ("TND", "NTD")
+    batch = rng.randint(1, 3)
+    decode = not varlen and rng.random() < 0.3
+    q_lens = [1] * batch if decode else random_lengths(rng, batch, 1, 10)
+    paged = rng.choice([None, "BnBsH", "BnBsND", "BnNBsD"])
+    ratio = rng.choice([1, 2, 4, 8])
+    rope = rng.random() < 0.25
+    mode = rng.choice([0, 1, 2, 3, 4])
+    return Case(
+        op=op, layout=layout, heads=8, ratio=ratio, dim=16, value_dim=rng.choice([8, 16]), q_lens=q_lens,
+        kv_lens=random_lengths(rng, batch, 0, 40), q_pad=0 if decode else rng.randint(0, 2), kv_pad=rng.randint(0, 3),
+        sparse_mode=mode, pre=rng.choice([BIG, rng.randint(-2, 12)]), nxt=rng.choice([BIG, rng.randint(-2, 12)]),
+        user_mask=mode == 1 or (mode == 0 and rng.random() < 0.6), pse=not varlen and not rope and rng.random() < 0.3,
+        paged=paged, block_size=rng.choice([b for b in (8, 16) if b != 8 // ratio]), rope_dim=8 if rope else 0,
+        lse=rng.random() < 0.7, sink=op == "v2" and rng.random() < 0.5,
+        antiquant="split" if not rope and rng.random() < 0.2 else None,
+        prefix=7 if op == "v1" and not (varlen or paged or rope) and rng.random() < 0.3 else 0,
+        seed=rng.randint(0, 10**6),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_feature_combinations(seed: int) -> None:
+    rng = random.Random(f"combinations/{seed}")
+    for _ in range(12):
+        assert_agrees(random_case(rng))
