@@ -512,8 +512,8 @@ def _shared_prefix(
     values = split_heads(value_prefix, layout.inputs, kv_heads)
     if keys.shape[0] != 1 or keys.shape[:-1] != values.shape[:-1]:
         raise ValueError(f"shared prefixes {tuple(key_prefix.shape)}, {tuple(value_prefix.shape)} need batch 1")
-    if keys.shape[-1] != head_dim(key, layout.inputs, kv_heads, False):
-        raise ValueError("key_shared_prefix and key differ in head dim")
+    if keys.shape[-1] != head_dim(key, layout.inputs, kv_heads, False) or key_prefix.dtype != key.dtype:
+        raise ValueError("key_shared_prefix and key differ in head dim or dtype")
     length = batch_lengths(lengths, 1, keys.shape[2], "actual_shared_prefix_len")[0]
     return keys[0, :, :length], values[0, :, :length]
 

@@ -384,6 +384,8 @@ def random_case(rng: random.Random) -> Case:
     ratio = rng.choice([1, 2, 4, 8])
     rope = rng.random() < 0.25
     mode = rng.choice([0, 1, 2, 3, 4])
+    antiquant = not rope and rng.random() < 0.2
+    prefix = op == "v1" and not (varlen or paged or rope or antiquant) and rng.random() < 0.3
     return Case(
         op=op, layout=layout, heads=8, ratio=ratio, dim=16, value_dim=rng.choice([8, 16]), q_lens=q_lens,
         kv_lens=random_lengths(rng, batch, 0, 40), q_pad=0 if decode else rng.randint(0, 2), kv_pad=rng.randint(0, 3),
@@ -391,8 +393,7 @@ def random_case(rng: random.Random) -> Case:
         user_mask=mode == 1 or (mode == 0 and rng.random() < 0.6), pse=not varlen and not rope and rng.random() < 0.3,
         paged=paged, block_size=rng.choice([b for b in (8, 16) if b != 8 // ratio]), rope_dim=8 if rope else 0,
         lse=rng.random() < 0.7, sink=op == "v2" and rng.random() < 0.5,
-        antiquant="split" if not rope and rng.random() < 0.2 else None,
-        prefix=7 if op == "v1" and not (varlen or paged or rope) and rng.random() < 0.3 else 0,
+        antiquant="split" if antiquant else None, prefix=7 if prefix else 0,
         seed=rng.randint(0, 10**6),
     )  # fmt: skip
 
