@@ -147,7 +147,7 @@ def _cumulative_problem(lengths: list[int], total: int | None) -> str | None:
 
 
 def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None) -> str | None:
-    if batch is not None and len(lengths) not in (1,) and len(lengths) < batch:
+    if batch is not None and len(lengths) != 1 and len(lengths) < batch:
         return f"has {len(lengths)} entries for a batch of {batch} (needs 1 or at least {batch})"
     used = lengths if batch is None or len(lengths) == 1 else lengths[:batch]
     for index, value in enumerate(used):
