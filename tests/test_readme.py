@@ -9,7 +9,7 @@ from kvlint.ruleset import STATIC_RULES
 from tests.fixture_files import FIXTURES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-_ROW = re.compile(r"^\| (KVL\d{3}) \| ([a-z0-9-]+) \| (error|warning) \|", re.MULTILINE)
+_ROW = re.compile(r"^\| \[(KVL\d{3})\]\(docs/rules/KVL\d{3}\.md\) \| ([a-z0-9-]+) \| (error|warning) \|", re.MULTILINE)
 
 
 def test_rule_table_rows_match_the_catalogue() -> None:
@@ -21,3 +21,10 @@ def test_rule_table_rows_match_the_catalogue() -> None:
     for code, (symbol, level) in rows.items():
         rule = next(r for r in STATIC_RULES if r.code == code)
         assert (rule.symbol, rule.severity) == (symbol, level)
+
+
+def test_every_linked_rule_page_exists() -> None:
+    links = re.findall(r"\]\((docs/rules/KVL\d{3}\.md)\)", README.read_text(encoding="utf-8"))
+    assert links
+    missing = [link for link in links if not (README.parent / link).is_file()]
+    assert not missing
