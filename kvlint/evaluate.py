@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from astroid import nodes
 
 from kvlint.facts import (
-    ADDITIVE, CACHE, CAST_METHODS, DTYPES, EXPANDED, FLOAT_DTYPES, KV_REPEAT, NO_CONSTANT, TRIL, TYPED_TENSORS,
+    ADDITIVE, CACHE, CAST_METHODS, DTYPES, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL, TYPED_TENSORS,
     UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype, tensor,
 )
 from kvlint.flow import EMPTY, OUTER, Param, Path, condition, mutated_name, reaching_definitions
@@ -227,7 +227,8 @@ def _item(alt: Alt, index: int) -> list[Alt]:
 
 def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     """A parameter: the argument bound by the helper call being followed, else what same-module callers
-    pass (or the default when they omit it). No caller in the module: unknown."""
+    pass (or the default when they omit it), each caller a path of its own, so that the parameters of one
+    function come from the same call. No caller in the module: unknown."""
     bound = context.binding(param.function)
     if bound is not None:
         expr, caller_context = bound.get(param.name, (None, ROOT))
@@ -237,9 +238,12 @@ def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     alts: list[Alt] = []
     outer = replace(context, bindings=(), hops=context.hops + 1)
     for call in callers(param.function):
+        through = path.choose((param.function, "<caller>"), call)
+        if through is None:
+            continue
         arguments = bind_arguments(param.function, call)
         expr = arguments.get(param.name) if arguments is not None else None
-        alts.extend(values(expr, path, outer))
+        alts.extend(values(expr, through, outer))
     return alts or [Alt(UNKNOWN_VALUE, path)]
 
 
@@ -326,6 +330,8 @@ def bind_arguments(function: nodes.FunctionDef, call: nodes.Call) -> dict[str, n
     """The expression each parameter receives at ``call`` (the default when omitted, None when the call does
     not show it); None when the call passes ``*args`` or ``**kwargs``."""
     if any(isinstance(a, nodes.Starred) for a in call.args) or any(k.arg is None for k in call.keywords or ()):
+        return None
+    if function.args.args is None:
         return None
     params = function.args.posonlyargs + function.args.args
     if isinstance(call.func, nodes.Attribute) and "staticmethod" not in _decorator_names(function):
@@ -727,7 +733,7 @@ def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Contex
         dtype = "bool" if qualname == "torch.logical_not" else None
         return _map(values(first, path, context), lambda v: _inverted(v, dtype) if v.tensor else tensor(dtype))
     if qualname in _CONCATENATIONS:
-        return _concatenation(first, path, context)
+        return _concatenation(first, path, context, grows=qualname != "torch.stack")
     if qualname == "torch.repeat_interleave":
         return _map(values(first, path, context), lambda v: _as_tensor(v).with_traits({KV_REPEAT}))
     if qualname == "torch.masked_fill":
@@ -796,15 +802,16 @@ def _literal_scalars(data: nodes.NodeNG | None) -> Iterator[object]:
         yield NO_CONSTANT
 
 
-def _concatenation(sequence: nodes.NodeNG | None, path: Path, context: Context) -> list[Alt]:
-    """``torch.cat`` / ``stack``: the common dtype of the parts; a cache if any part is one."""
+def _concatenation(sequence: nodes.NodeNG | None, path: Path, context: Context, grows: bool) -> list[Alt]:
+    """``torch.cat`` / ``stack``: the common dtype of the parts; ``cat`` of a cache and more grows it."""
     if not isinstance(sequence, (nodes.List, nodes.Tuple)) or not sequence.elts:
         return [Alt(UNKNOWN_VALUE, path)]
     parts = [values(e, path, context) for e in sequence.elts]
     cached = any(alt.value.has(CACHE) for part in parts for alt in part)
     dtypes = {alt.value.dtype if alt.value.tensor else None for part in parts for alt in part}
     dtype = dtypes.pop() if len(dtypes) == 1 else None
-    return [Alt(tensor(dtype, traits=frozenset({CACHE}) if cached else frozenset(), origin=sequence.parent), path)]
+    traits = frozenset({CACHE, GROWN_CACHE}) if cached and grows and len(parts) > 1 else frozenset()
+    return [Alt(tensor(dtype, traits=traits, origin=sequence.parent), path)]
 
 
 def _masked_fill(receivers: list[Alt], fill_expr: nodes.NodeNG | None, context: Context) -> list[Alt]:

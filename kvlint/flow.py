@@ -1,7 +1,7 @@
 """Reaching definitions along explicit paths through one function (or module) body.
 
 A *path* is a set of choices ``(condition, taken)`` for the ``if`` statements and conditional expressions the
-search passed. Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and
+search passed (``kvlint.evaluate`` adds one more kind: which same-module call a parameter's value came from). Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and
 ``a != b`` keyed as the negation of ``c``, ``a is b`` and ``a == b``: two branches on the same condition are
 one choice, so correlated branches give one path each, not the product. A branch that ends in ``return``,
 ``raise``, ``continue`` or ``break`` cannot reach a later statement, which constrains the path too.
@@ -35,15 +35,15 @@ _NEGATED_OPS = {"is not": "is", "!=": "==", "not in": "in"}
 class Path:
     """The branch choices one path made."""
 
-    choices: frozenset[tuple[Key, bool]] = frozenset()
+    choices: frozenset[tuple[Key, object]] = frozenset()
 
-    def taken(self, key: Key) -> bool | None:
+    def taken(self, key: Key) -> object:
         for chosen, value in self.choices:
             if chosen == key:
                 return value
         return None
 
-    def choose(self, key: Key, value: bool) -> Path | None:
+    def choose(self, key: Key, value: object) -> Path | None:
         """This path extended by a choice, or None when it already took the other branch."""
         previous = self.taken(key)
         if previous is None:

@@ -14,8 +14,8 @@ from astroid import nodes
 
 from kvlint.callsite import CallSite
 from kvlint.catalogue import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
-from kvlint.evaluate import values
-from kvlint.facts import ADDITIVE, CACHE, FLOAT_DTYPES, TRIL, Dim, Value
+from kvlint.evaluate import CACHE_NAME, values
+from kvlint.facts import ADDITIVE, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.finding import Issue
 from kvlint.flow import EMPTY, Path
 from kvlint.names import qualified_name
@@ -203,11 +203,32 @@ def _sdpa_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:
     return call.args[position] if len(call.args) > position else None
 
 
+def _root_name(expr: nodes.NodeNG) -> str | None:
+    """The identifier an argument expression starts from: ``self.k_cache[:, :n].transpose(1, 2)`` -> k_cache."""
+    while True:
+        if isinstance(expr, nodes.Call) and isinstance(expr.func, nodes.Attribute):
+            expr = expr.func.expr
+        elif isinstance(expr, nodes.Subscript):
+            expr = expr.value
+        elif isinstance(expr, nodes.Attribute):
+            return expr.attrname
+        elif isinstance(expr, nodes.Name):
+            return expr.name
+        else:
+            return None
+
+
 def _cached(expr: nodes.NodeNG | None, path: Path) -> bool:
+    """The argument is a cache: named like one, or a cache grown by ``torch.cat`` on this path. (A value
+    gathered from a cache into a differently named variable is not judged: reference code pads the query
+    to the gathered length, where top-left alignment is right.)"""
     if expr is None:
         return False
     value = expr.value if isinstance(expr, nodes.Keyword) else expr
-    return any(alt.value.has(CACHE) for alt in values(value, path))
+    root = _root_name(value)
+    if root is not None and CACHE_NAME.search(root):
+        return True
+    return any(alt.value.has(GROWN_CACHE) for alt in values(value, path))
 
 
 def check_sdpa_causal_over_cache(module: nodes.Module, settings: Settings) -> Iterator[Issue]:
