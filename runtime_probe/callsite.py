@@ -17,6 +17,11 @@ _KVLINT_DIRS = tuple(
 """kvlint's package directory and runtime_probe's (a separate directory in an editable install)."""
 
 
+GENERATED = ("<frozen", "<eval_with_key>")
+"""Code without a file that is not the user's: frozen importlib, torch.fx graph modules (a compiled call
+is attributed to the line that called the compiled function)."""
+
+
 def _module_prefix(name: str) -> str | None:
     """The directory of a loaded package, or the file of a loaded single-file module."""
     module: ModuleType | None = sys.modules.get(name)
@@ -48,7 +53,7 @@ def call_site(root: str, depth: int = 2) -> tuple[str, int]:
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith("<"):  # <string>, <stdin>: user code without a file
-            if not filename.startswith("<frozen"):
+            if not filename.startswith(GENERATED):
                 return filename, frame.f_lineno
         elif not os.path.abspath(filename).startswith(prefixes):
             return relative(filename, root), frame.f_lineno

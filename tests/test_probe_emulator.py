@@ -17,9 +17,10 @@ from kvlint.runtime_probe import emulator
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.op_wrappers import ProbedOverload, ProbedPacket
 from tests.probe_fixtures import toy_model, user_calls
-from tests.probe_fixtures.harness import codes, probe  # noqa: F401
+from tests.probe_fixtures.harness import codes, marked_line, probe  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
+THIS = "tests/test_probe_emulator.py"
 KEYWORDS = user_calls.causal()
 
 
@@ -116,3 +117,20 @@ def test_kvlint_emulate_and_probe_from_the_runner(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "tests/probe_fixtures/user_calls.py" in done.stderr and "KVL507" in done.stderr
+
+
+def test_compiled_calls_are_traced_without_graph_break_and_probed_at_run_time(emulated):
+    """No graph break (fullgraph); at run time the graph's call is probed and attributed to the user's
+    function, not to torch.fx's generated code."""
+    running, torch_npu = emulated
+    q, k, v = user_calls.qkv()
+
+    def attention(q, k, v):  # the compiled frame reports this line
+        return torch_npu.npu_fused_infer_attention_score(q, k, v, **KEYWORDS)[0] * 2  # eager call
+
+    compiled = torch.compile(attention, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(q, k, v), attention(q, k, v))
+    lines = {s.line: s.calls for s in running.recorder.sites.values() if s.path == THIS}
+    this = Path(__file__)
+    assert lines == {marked_line(this, "the compiled frame reports this line"): 1, marked_line(this, "eager call"): 1}
+    assert codes(running) == {}
