@@ -130,7 +130,7 @@ def _lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[
 
 def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
     """The value a binding gives its name."""
-    if isinstance(binding, nodes.AssignName):
+    if isinstance(binding, (nodes.AssignName, nodes.AssignAttr)):
         statement = binding.statement()
         if not isinstance(statement, (nodes.Assign, nodes.AnnAssign)) or statement.value is None:
             return [Alt(UNKNOWN_VALUE, path)]
@@ -412,8 +412,23 @@ def _attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]
 
 
 def _self_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
-    """``self.x``: the values the class assigns to it, or a property's returns. A None the class assigns is a
-    placeholder: the value comes from another assignment, or from outside the class (unknown)."""
+    """``self.x``: the assignment to it that reaches the use in the same method, else what the class
+    assigns anywhere."""
+    alts: list[Alt] = []
+    for definition, reached in reaching_definitions(f"{node.expr.name}.{node.attrname}", node, path):
+        if isinstance(definition, Param) or definition is OUTER:
+            alts.extend(_class_attribute(node, reached, context))
+        elif isinstance(definition, nodes.NodeNG):
+            alts.extend(_definition(definition, reached, context))
+        else:
+            alts.append(Alt(UNKNOWN_VALUE, reached))
+    return alts
+
+
+def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
+    """``self.x`` as the class sets it: its assignments in any method, ``register_buffer``, a class
+    constant or a property's returns. A None the class assigns is a placeholder: the value comes from
+    another assignment, or from outside the class (unknown)."""
     cls = enclosing_class(node)
     if cls is None:
         return [Alt(UNKNOWN_VALUE, path)]
@@ -684,8 +699,20 @@ def _dimension(expr: nodes.NodeNG, path: Path, context: Context) -> Dim:
     if len(consts) == 1 and isinstance(next(iter(consts)), int) and not isinstance(next(iter(consts)), bool):
         return next(iter(consts))
     if all(v.const is NO_CONSTANT and v.items is None and v.qualname is None for v in found):
-        return expr.as_string()
+        return _source_text(expr, context)
     return None
+
+
+def _source_text(expr: nodes.NodeNG, context: Context) -> str:
+    """How the code spells a size: a helper's parameter is spelled as its caller's argument."""
+    if isinstance(expr, nodes.Name):
+        definitions = reaching_definitions(expr.name, expr)
+        if len(definitions) == 1 and isinstance(definitions[0][0], Param):
+            param = definitions[0][0]
+            argument, caller = (context.binding(param.function) or {}).get(param.name, (None, context))
+            if argument is not None:
+                return _source_text(argument, caller)
+    return expr.as_string()
 
 
 def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Context) -> list[Alt]:

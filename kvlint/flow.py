@@ -158,7 +158,7 @@ def _search_statement(name: str, statement: nodes.NodeNG, path: Path) -> list[tu
     if mutated_name(statement) == name:
         return [(statement, path)]
     if isinstance(statement, (nodes.Assign, nodes.AnnAssign)):
-        targets = [n for n in statement.nodes_of_class(nodes.AssignName) if n.name == name]
+        targets = [n for n in statement.nodes_of_class((nodes.AssignName, nodes.AssignAttr)) if target_name(n) == name]
         assigned = [t for t in targets if t.parent is statement or isinstance(t.parent, (nodes.Tuple, nodes.List))]
         return [(assigned[-1] if len(assigned) == len(targets) else UNKNOWN, path)]
     if isinstance(statement, nodes.With) and not any(
@@ -242,7 +242,8 @@ _BOUND: weakref.WeakKeyDictionary[nodes.NodeNG, frozenset[str]] = weakref.WeakKe
 
 
 def bound_names(statement: nodes.NodeNG) -> frozenset[str]:
-    """The names a statement binds in its own scope (nested functions, classes and comprehensions aside)."""
+    """The names a statement binds in its own scope (nested functions, classes and comprehensions aside),
+    attributes of plain names included (``self.mask``)."""
     cached = _BOUND.get(statement)
     if cached is None:
         cached = frozenset(_walk_bindings(statement))
@@ -264,6 +265,15 @@ def mutated_name(statement: nodes.NodeNG) -> str | None:
     return target.name if isinstance(target, nodes.Name) else None
 
 
+def target_name(target: nodes.NodeNG) -> str | None:
+    """The name an assignment target binds: ``x``, or ``self.x`` for an attribute of a plain name."""
+    if isinstance(target, nodes.AssignName):
+        return target.name
+    if isinstance(target, nodes.AssignAttr) and isinstance(target.expr, nodes.Name):
+        return f"{target.expr.name}.{target.attrname}"
+    return None
+
+
 def _walk_bindings(statement: nodes.NodeNG) -> Iterator[str]:
     stack = [statement]
     while stack:
@@ -278,8 +288,8 @@ def _walk_bindings(statement: nodes.NodeNG) -> Iterator[str]:
             for imported, alias in node.names:
                 yield (alias or imported).split(".")[0]
             continue
-        if isinstance(node, nodes.AssignName):
-            yield node.name
+        if isinstance(node, (nodes.AssignName, nodes.AssignAttr)) and target_name(node) is not None:
+            yield target_name(node)
         stack.extend(child for child in node.get_children() if not isinstance(child, _SCOPES))
 
 

@@ -209,3 +209,35 @@ def test_unknowns_stay_unknown() -> None:
     assert not x.known
     assert y.dtype is None
     assert ones.shape == (None, None), "an imported constant is not a size computed at run time"
+
+
+def test_callers_are_paths_and_self_attributes_follow_the_method() -> None:
+    causal, key, table = _returned("""
+        import torch
+
+        def attend(k, causal):
+            return causal, k
+
+        def without_cache(k):
+            return attend(k, True)
+
+        def with_cache(past, k):
+            return attend(torch.cat([past, k]), False)
+
+        class Layer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.table = torch.arange(8)
+
+            def forward(self):
+                self.table = self.table.int()
+                causal, k = attend(None, None)
+                return causal, k, self.table
+    """)
+    module = causal.root()
+    attend_return = next(r for r in module.nodes_of_class(nodes.Return) if r.frame().name == "attend")
+    flag, k = attend_return.value.elts
+    pairs = {(alt.value.const, CACHE in k_alt.value.traits)
+             for alt in values(flag) for k_alt in values(k, alt.path)}
+    assert pairs == {(True, False), (False, True), (None, False)}, "the callers are not mixed"
+    assert {v.dtype for v in _values(table)} == {"int32"}
