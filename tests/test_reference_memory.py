@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BOUND_MIB = 96
+BOUND_MIB = 64
 SCORE_MATRIX_MIB = 32 * 64 * 32768 * 4 // 2**20
 
 SCRIPT = r"""
