@@ -76,7 +76,7 @@ _NOT_IMPLEMENTED = {
     ),
     catalogue.PFA: ("deq_scale1", "quant_scale1", "deq_scale2", "quant_scale2", "quant_offset2"),
 }  # fmt: skip
-"""Arguments (quantised I/O, left padding, shared prefix, dtype reinterpretation) that must stay None.
+"""Arguments (quantised input/output, left padding, dtype reinterpretation) that must stay None.
 Reserved arguments that the device ignores (``padding_mask``, ``key_rope_antiquant_scale``,
 ``dequant_scale_key_rope``, the unused v2 ``*_shared_prefix_dtype``) and ``inner_precise`` (a precision
 hint; this reference is exact) are accepted and ignored."""
@@ -463,6 +463,7 @@ def _batches(
     call: _Call,
     dtype: torch.dtype,
 ) -> _Batches:
+    """Split the call into batches: query/output views and lengths, then the KV readers and lengths."""
     form = layout.inputs
     q_view = split_heads(query, form, heads)
     rope_view = None if call.query_rope is None else split_heads(call.query_rope, form, heads)
