@@ -9,7 +9,8 @@ affects them alike; the figure per mode is the median over runs of the mean time
 On CPU the emulated operator itself takes milliseconds to seconds, so that ratio understates the
 overhead relative to a device call. The probe's own cost is therefore also measured with the operator
 replaced by a no-op returning the same output ("probe cost" rows): that added time per call is the
-number to set against a device operator's latency. Run:
+number to set against a device operator's latency, and unprobed time plus that cost gives a validation
+ratio that load changes between the timed blocks cannot distort. Run:
 ``python benchmarks/probe_overhead.py [--runs 5 --calls 3]``.
 """
 
@@ -120,6 +121,9 @@ def main() -> None:
         for mode in MODES:
             median = statistics.median(samples[mode])
             print(f"{shape:8} {mode:28} {median * 1e3:10.3f} {median / base:7.3f} {(median - base) * 1e6:9.0f}")
+        derived = base + probed - bare  # immune to load changes between the timed blocks
+        print(f"{shape:8} {'validate (unprobed + cost)':28} {derived * 1e3:10.3f} {derived / base:7.3f} "
+              f"{(probed - bare) * 1e6:9.0f}")
 
 
 if __name__ == "__main__":
