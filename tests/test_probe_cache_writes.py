@@ -42,6 +42,21 @@ def test_one_layer_models_and_new_steps_do_not_drift(probe, standin):
     assert codes(running) == {}
 
 
+@pytest.mark.parametrize("advance_inside", [False, True])
+def test_paged_slot_writes_drift_when_the_slots_advance_between_layers(advance_inside, probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    caches = [torch.zeros(4, 16, 2, 16) for _ in range(3)]
+    kv_len = 5
+    for _ in range(2):  # decode steps of a batch of 2 sequences in blocks 0 and 1
+        for layer, cache in enumerate(caches):
+            slots = torch.tensor([kv_len, 16 + kv_len]) + (layer if advance_inside else 0)
+            torch_npu.npu_scatter_pa_kv_cache(torch.ones(2, 2, 16), torch.ones(2, 2, 16), cache, cache.clone(),
+                                              slots, cache_mode="Norm")
+        kv_len += 1
+    assert codes(running) == ({"KVL505": 2} if advance_inside else {})
+
+
 def test_duplicate_scatter_nd_indices_are_reported(probe, standin):
     running = probe()
     torch_npu = standin("good")
