@@ -34,10 +34,18 @@ def _module_prefix(name: str) -> str | None:
     return filename
 
 
+_PREFIXES: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+
 def excluded_prefixes() -> tuple[str, ...]:
-    """Path prefixes whose frames are never the user's call site (torch_npu may load at any time)."""
-    found = (_module_prefix("torch"), _module_prefix("torch_npu"))
-    return _KVLINT_DIRS + tuple(prefix for prefix in found if prefix)
+    """Path prefixes whose frames are never the user's call site; recomputed only when the loaded torch or
+    torch_npu module changes (torch_npu may load, or be replaced, at any time)."""
+    modules = (sys.modules.get("torch"), sys.modules.get("torch_npu"))
+    key = tuple((id(module), getattr(module, "__file__", None)) for module in modules)
+    if key not in _PREFIXES:
+        found = (_module_prefix("torch"), _module_prefix("torch_npu"))
+        _PREFIXES[key] = _KVLINT_DIRS + tuple(prefix for prefix in found if prefix)
+    return _PREFIXES[key]
 
 
 def relative(path: str, root: str) -> str:

@@ -17,6 +17,7 @@ from kvlint.catalogue import (
     KV_LENGTHS_PARAM,
     LAYOUTS,
     LENGTH_LAYOUTS,
+    NO_DEFAULT,
     NUM_HEADS_PARAM,
     QUERY_LENGTHS_PARAM,
     Operator,
@@ -34,15 +35,26 @@ def bind(op: Operator, args: tuple[object, ...], kwargs: dict[str, object]) -> d
         return None
     bound = {param.name: value for param, value in zip(positional, args)}
     for name, value in kwargs.items():
-        if name in bound or op.param(name) is None:
+        if name in bound or name not in _defaults(op):
             return None
         bound[name] = value
-    for param in op.params:
-        if param.name not in bound:
-            if param.required:
+    for name, default in _defaults(op).items():
+        if name not in bound:
+            if default is NO_DEFAULT:
                 return None
-            bound[param.name] = param.default
+            bound[name] = default
     return bound
+
+
+_DEFAULTS: dict[tuple[str, str], dict[str, object]] = {}
+
+
+def _defaults(op: Operator) -> dict[str, object]:
+    """Parameter name -> default (``NO_DEFAULT`` when required), in schema order; built once per overload."""
+    key = (op.name, op.overload)
+    if key not in _DEFAULTS:
+        _DEFAULTS[key] = {param.name: param.default for param in op.params}
+    return _DEFAULTS[key]
 
 
 def is_concrete(value: object) -> bool:
