@@ -20,46 +20,61 @@ Reader = Callable[[int, int, int], torch.Tensor]
 
 @dataclass(frozen=True)
 class Dequant:
-    """Per-tensor or per-channel antiquant parameters, broadcastable to (N, S, D)."""
+    """Antiquant parameters: per-tensor/per-channel, broadcastable to (N, S, D), or per-token (B, S)."""
 
     scale: torch.Tensor
     offset: torch.Tensor | None
+    per_token: bool
 
-    def apply(self, x: torch.Tensor) -> torch.Tensor:
-        return (x + self.offset) * self.scale if self.offset is not None else x * self.scale
+    def apply(self, x: torch.Tensor, batch: int, start: int, stop: int) -> torch.Tensor:
+        """Dequantise the keys [start, stop) of one batch."""
+        scale, offset = self.scale, self.offset
+        if self.per_token:
+            scale = scale[batch, start:stop].view(1, -1, 1)
+            offset = None if offset is None else offset[batch, start:stop].view(1, -1, 1)
+        return (x + offset) * scale if offset is not None else x * scale
 
 
 def dequant(
-    scale: torch.Tensor | None, offset: torch.Tensor | None, heads: int, dim: int, name: str, dtype: torch.dtype
+    scale: torch.Tensor | None,
+    offset: torch.Tensor | None,
+    channels: tuple[int, int],
+    tokens: tuple[int, int] | None,
+    name: str,
+    dtype: torch.dtype,
 ) -> Dequant | None:
-    """Per-tensor (one element) or per-channel (N*D elements) parameters; other granularities raise."""
+    """Per-tensor (one element) or per-channel (N*D elements) parameters, or per-token ones (B*S
+    elements) when ``tokens`` = (B, S) is given; other granularities raise."""
     if scale is None:
         if offset is not None:
             raise ValueError(f"{name} offset given without its scale")
         return None
 
     def shaped(t: torch.Tensor, what: str) -> torch.Tensor:
-        if t.numel() == 1:
+        if tokens is not None and t.numel() == tokens[0] * tokens[1]:
+            return t.reshape(tokens).to(dtype)
+        if tokens is None and t.numel() == 1:
             return t.reshape(1, 1, 1).to(dtype)
-        if t.numel() == heads * dim:
-            return t.reshape(heads, 1, dim).to(dtype)
-        raise NotImplementedError(
-            f"{what} of shape {tuple(t.shape)}: only per-tensor and per-channel (N*D) antiquant is implemented"
-        )
+        if tokens is None and t.numel() == channels[0] * channels[1]:
+            return t.reshape(channels[0], 1, channels[1]).to(dtype)
+        granularity = "per-token (B*S)" if tokens is not None else "per-tensor or per-channel (N*D)"
+        raise NotImplementedError(f"{what} of shape {tuple(t.shape)}: expected {granularity} elements")
 
-    return Dequant(shaped(scale, f"{name} scale"), None if offset is None else shaped(offset, f"{name} offset"))
+    return Dequant(
+        shaped(scale, f"{name} scale"), None if offset is None else shaped(offset, f"{name} offset"), tokens is not None
+    )
 
 
-def _convert(x: torch.Tensor, dtype: torch.dtype, params: Dequant | None) -> torch.Tensor:
+def _convert(x: torch.Tensor, dtype: torch.dtype, params: Dequant | None, batch: int, start: int) -> torch.Tensor:
     x = x.to(dtype)
-    return params.apply(x) if params is not None else x
+    return params.apply(x, batch, start, start + x.shape[1]) if params is not None else x
 
 
 def contiguous_reader(batches: list[torch.Tensor], dtype: torch.dtype, params: Dequant | None) -> Reader:
     """Reader over per-batch (N, S_b, D) views of an ordinary key or value tensor."""
 
     def read(batch: int, start: int, stop: int) -> torch.Tensor:
-        return _convert(batches[batch][:, start:stop], dtype, params)
+        return _convert(batches[batch][:, start:stop], dtype, params, batch, start)
 
     return read
 
@@ -102,7 +117,7 @@ def paged_reader(
         ids = block_table[batch, first : last + 1].to(device=cache.device, dtype=torch.long)
         blocks = cache[ids].transpose(0, 1).flatten(1, 2)
         offset = first * block_size
-        return _convert(blocks[:, start - offset : stop - offset], dtype, params)
+        return _convert(blocks[:, start - offset : stop - offset], dtype, params, batch, start)
 
     return read
 
@@ -114,7 +129,7 @@ def with_prefix(read: Reader, prefix: torch.Tensor, dtype: torch.dtype, params: 
     def read_all(batch: int, start: int, stop: int) -> torch.Tensor:
         parts = []
         if start < length:
-            parts.append(_convert(prefix[:, start : min(stop, length)], dtype, params))
+            parts.append(_convert(prefix[:, start : min(stop, length)], dtype, params, batch, start))
         if stop > length:
             parts.append(read(batch, max(start, length) - length, stop - length))
         return torch.cat(parts, dim=1)

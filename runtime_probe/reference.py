@@ -102,8 +102,9 @@ class _Call:
     block_size: int
     query_rope: torch.Tensor | None
     key_rope: torch.Tensor | None
-    key_dequant: tuple[torch.Tensor | None, torch.Tensor | None]
-    value_dequant: tuple[torch.Tensor | None, torch.Tensor | None]
+    key_dequant: tuple[torch.Tensor | None, torch.Tensor | None, bool]
+    value_dequant: tuple[torch.Tensor | None, torch.Tensor | None, bool]
+    """(scale, offset, per_token) of the int8 antiquant."""
     sink: torch.Tensor | None
     shared_prefix: tuple[torch.Tensor | None, torch.Tensor | None, list[int] | None]
     """FIA v1 (key_shared_prefix, value_shared_prefix, actual_shared_prefix_len)."""
@@ -138,12 +139,12 @@ def _reject_not_implemented(op_name: str, args: dict[str, object]) -> None:
             raise NotImplementedError(f"{op_name}: argument {name!r} is not implemented by the kvlint reference")
 
 
-def _reject_modes(op_name: str, args: dict[str, object], names: tuple[str, ...]) -> None:
-    for name in names:
-        if args[name] != 0:
-            raise NotImplementedError(
-                f"{op_name}: {name}={args[name]} is not implemented (only 0: per-tensor/per-channel antiquant)"
-            )
+def _per_token(op_name: str, args: dict[str, object], name: str) -> bool:
+    """Antiquant mode 0 is per-tensor/per-channel, 1 per-token; the head-wise and paged modes 2-5 are not
+    implemented."""
+    if args[name] not in (0, 1):
+        raise NotImplementedError(f"{op_name}: {name}={args[name]} is not implemented (only 0 and 1)")
+    return args[name] == 1
 
 
 def fused_infer_attention_score(
@@ -153,13 +154,15 @@ def fused_infer_attention_score(
     op = catalogue.FIA_V1
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
-    _reject_modes(op, a, ("antiquant_mode", "key_antiquant_mode", "value_antiquant_mode"))
     split = a["key_antiquant_scale"] is not None or a["value_antiquant_scale"] is not None
     if split:  # the KV-separated parameters take precedence over the combined ones (section 6.2)
-        key_dequant = (a["key_antiquant_scale"], a["key_antiquant_offset"])
-        value_dequant = (a["value_antiquant_scale"], a["value_antiquant_offset"])
+        key_dequant = (a["key_antiquant_scale"], a["key_antiquant_offset"], _per_token(op, a, "key_antiquant_mode"))
+        value_dequant = (
+            a["value_antiquant_scale"], a["value_antiquant_offset"], _per_token(op, a, "value_antiquant_mode")
+        )
     else:
-        key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"])
+        per_token = _per_token(op, a, "antiquant_mode")
+        key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"], per_token)
     return _attention(
         query,
         key,
@@ -198,7 +201,8 @@ def fused_infer_attention_score_v2(
     op = catalogue.FIA_V2
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
-    _reject_modes(op, a, ("query_quant_mode", "key_quant_mode", "value_quant_mode"))
+    if a["query_quant_mode"] != 0:
+        raise NotImplementedError(f"{op}: query_quant_mode={a['query_quant_mode']} is not implemented")
     return _attention(
         query,
         key,
@@ -220,8 +224,10 @@ def fused_infer_attention_score_v2(
             block_size=a["block_size"],
             query_rope=a["query_rope"],
             key_rope=a["key_rope"],
-            key_dequant=(a["dequant_scale_key"], a["dequant_offset_key"]),
-            value_dequant=(a["dequant_scale_value"], a["dequant_offset_value"]),
+            key_dequant=(a["dequant_scale_key"], a["dequant_offset_key"], _per_token(op, a, "key_quant_mode")),
+            value_dequant=(
+                a["dequant_scale_value"], a["dequant_offset_value"], _per_token(op, a, "value_quant_mode")
+            ),
             sink=a["learnable_sink"],
             shared_prefix=(None, None, None),
             with_lse=bool(a["return_softmax_lse"]),
@@ -237,7 +243,7 @@ def incre_flash_attention(
     op = catalogue.IFA
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
-    key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"])
+    key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"], False)
     out, _ = _attention(
         query,
         key,
@@ -298,8 +304,8 @@ def prompt_flash_attention(
             block_size=0,
             query_rope=None,
             key_rope=None,
-            key_dequant=(None, None),
-            value_dequant=(None, None),
+            key_dequant=(None, None, False),
+            value_dequant=(None, None, False),
             sink=None,
             shared_prefix=(None, None, None),
             with_lse=False,
@@ -310,14 +316,17 @@ def prompt_flash_attention(
 
 
 def _combined_antiquant(
-    scale: torch.Tensor | None, offset: torch.Tensor | None
-) -> tuple[tuple[torch.Tensor | None, torch.Tensor | None], tuple[torch.Tensor | None, torch.Tensor | None]]:
+    scale: torch.Tensor | None, offset: torch.Tensor | None, per_token: bool
+) -> tuple[tuple[torch.Tensor | None, torch.Tensor | None, bool], ...]:
     """Split the combined ``antiquant_scale/offset`` (leading dim 2: key, value)."""
     if scale is None:
-        return (None, offset), (None, offset)
+        return (None, offset, per_token), (None, offset, per_token)
     if scale.shape[0] != 2 or (offset is not None and offset.shape[0] != 2):
         raise ValueError(f"antiquant_scale/offset need a leading dim of 2 (key, value), got {tuple(scale.shape)}")
-    return (scale[0], None if offset is None else offset[0]), (scale[1], None if offset is None else offset[1])
+    return (
+        (scale[0], None if offset is None else offset[0], per_token),
+        (scale[1], None if offset is None else offset[1], per_token),
+    )
 
 
 @dataclass(frozen=True)
@@ -522,18 +531,31 @@ def _shared_prefix(
 def _dequant_params(
     key: torch.Tensor, value: torch.Tensor, call: _Call, layout: Layout, kv_heads: int, dtype: torch.dtype
 ) -> tuple[Dequant | None, Dequant | None]:
-    """Antiquant parameters of an int8 key and value; they must not come with floating-point KV."""
+    """Antiquant parameters of an int8 key and value; they must not come with floating-point KV.
+    Per-token scales are (B, S) over the padded KV of a non-varlen, non-paged call."""
     params = []
-    for name, tensor, (scale, offset) in (("key", key, call.key_dequant), ("value", value, call.value_dequant)):
-        if tensor.dtype == torch.int8:
-            if scale is None:
-                raise ValueError(f"an int8 {name} needs its antiquant scale")
-            dim = head_dim(tensor, layout.inputs, kv_heads, call.block_table is not None)
-            params.append(dequant(scale, offset, kv_heads, dim, f"{name} antiquant", dtype))
-        elif scale is not None or offset is not None:
-            raise ValueError(f"{name} antiquant parameters given, but {name} is {tensor.dtype}, not int8")
-        else:
+    paged = call.block_table is not None
+    for name, tensor, (scale, offset, per_token) in (
+        ("key", key, call.key_dequant),
+        ("value", value, call.value_dequant),
+    ):
+        if tensor.dtype != torch.int8:
+            if scale is not None or offset is not None:
+                raise ValueError(f"{name} antiquant parameters given, but {name} is {tensor.dtype}, not int8")
             params.append(None)
+            continue
+        if scale is None:
+            raise ValueError(f"an int8 {name} needs its antiquant scale")
+        tokens = None
+        if per_token:
+            if paged or layout.varlen or call.shared_prefix[0] is not None:
+                raise NotImplementedError(
+                    f"per-token {name} antiquant with a block_table, a TND/NTD layout or a shared prefix"
+                )
+            view = split_heads(tensor, layout.inputs, kv_heads)
+            tokens = (view.shape[0], view.shape[2])
+        channels = (kv_heads, head_dim(tensor, layout.inputs, kv_heads, paged))
+        params.append(dequant(scale, offset, channels, tokens, f"{name} antiquant", dtype))
     return params[0], params[1]
 
 

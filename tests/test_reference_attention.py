@@ -17,10 +17,19 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlint import catalogue
-from kvlint.runtime_probe import reference
+from kvlint.runtime_probe import online_softmax, reference
 from tests.naive_attention import BIG, allowed_matrix, naive_attention, pack, pack_lse, paged_cache
 
 TOLERANCE = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiny tiles, so that every case runs many query and key blocks: the online rescaling, the band's
+    block skipping and paged gathers across block boundaries all take part. (The default tile sizes run
+    in the caching and memory tests.)"""
+    monkeypatch.setattr(online_softmax, "KEY_BLOCK", 5)
+    monkeypatch.setattr(online_softmax, "TILE_ELEMENTS", 96)
 OPS = {
     "v1": reference.fused_infer_attention_score,
     "v2": reference.fused_infer_attention_score_v2,
@@ -54,6 +63,8 @@ class Case:
     sink: bool = False
     antiquant: str | None = None
     """None, "split" (v1 key/value_antiquant_*, v2 dequant_*) or "combined" (v1/IFA antiquant_*)."""
+    per_token: bool = False
+    """Antiquant mode 1: one scale and offset per (batch, KV position) instead of per channel."""
     prefix: int = 0
     """Length of a v1 shared prefix (0: none)."""
     prefix_used: int | None = None
@@ -91,7 +102,7 @@ def run(case: Case) -> tuple[float, float]:
         kw["num_key_value_heads"] = kv_heads
     naive_keys, naive_values = keys, values
     if case.antiquant:
-        keys, values, naive_keys, naive_values = _int8_kv(case, keys, values, randn, kw)
+        keys, values, naive_keys, naive_values = _int8_kv(case, keys, values, randn, kw, kv_pad)
 
     prefix_used = case.prefix if case.prefix_used is None else case.prefix_used
     if case.prefix:
@@ -155,26 +166,36 @@ def run(case: Case) -> tuple[float, float]:
 
 
 def _int8_kv(
-    case: Case, keys: list[torch.Tensor], values: list[torch.Tensor], randn: Callable[..., torch.Tensor], kw: dict
+    case: Case, keys: list[torch.Tensor], values: list[torch.Tensor], randn: Callable[..., torch.Tensor], kw: dict,
+    kv_pad: int,
 ) -> tuple[list[torch.Tensor], ...]:
-    """Quantise K/V to int8 with per-channel scale and offset; the naive model gets (x + offset) * scale."""
+    """Quantise K/V to int8 with a scale and offset per channel (N*D) or, with ``per_token``, per (batch,
+    position) of the padded KV; the naive model gets (x + offset) * scale."""
     kv_heads = case.heads // case.ratio
-    scale_k = randn(kv_heads * case.dim).abs() / 40 + 0.01
-    scale_v = randn(kv_heads * case.value_dim).abs() / 40 + 0.01
-    off_k, off_v = randn(kv_heads * case.dim).round(), randn(kv_heads * case.value_dim).round()
     keys = [(k * 40).round().clamp(-128, 127).to(torch.int8) for k in keys]
     values = [(v * 40).round().clamp(-128, 127).to(torch.int8) for v in values]
+    batch = len(keys)
+    shapes = [(batch, kv_pad)] * 2 if case.per_token else [(kv_heads * case.dim,), (kv_heads * case.value_dim,)]
+    scale_k, scale_v = (randn(*shape).abs() / 40 + 0.01 for shape in shapes)
+    off_k, off_v = (randn(*shape).round() for shape in shapes)
 
     def dequantised(xs: list[torch.Tensor], offset: torch.Tensor, scale: torch.Tensor) -> list[torch.Tensor]:
+        if case.per_token:
+            return [(x.double() + offset[b, : x.shape[1]].double().view(1, -1, 1))
+                    * scale[b, : x.shape[1]].double().view(1, -1, 1) for b, x in enumerate(xs)]  # fmt: skip
         return [(x.double() + offset.double().view(kv_heads, 1, -1)) * scale.double().view(kv_heads, 1, -1) for x in xs]
 
+    mode = int(case.per_token)
     if case.antiquant == "split":
-        kw.update(key_antiquant_scale=scale_k, key_antiquant_offset=off_k,
-                  value_antiquant_scale=scale_v, value_antiquant_offset=off_v)  # fmt: skip
+        kw.update(key_antiquant_scale=scale_k, key_antiquant_offset=off_k, key_antiquant_mode=mode,
+                  value_antiquant_scale=scale_v, value_antiquant_offset=off_v, value_antiquant_mode=mode)  # fmt: skip
     else:
         assert case.dim == case.value_dim
-        kw.update(antiquant_scale=torch.stack([scale_k, scale_v]).view(2, kv_heads, 1, case.dim),
-                  antiquant_offset=torch.stack([off_k, off_v]).view(2, kv_heads, case.dim))  # fmt: skip
+        stacked = (2, batch, kv_pad) if case.per_token else (2, kv_heads, 1, case.dim)
+        kw.update(antiquant_scale=torch.stack([scale_k, scale_v]).view(stacked),
+                  antiquant_offset=torch.stack([off_k, off_v]).view(stacked))  # fmt: skip
+        if case.per_token:
+            kw["antiquant_mode"] = 1
     return keys, values, dequantised(keys, off_k, scale_k), dequantised(values, off_v, scale_v)
 
 
@@ -335,6 +356,13 @@ def test_int8_antiquant_per_channel(op: str, antiquant: str) -> None:
         assert_agrees(Case(op=op, antiquant=antiquant, heads=4, ratio=2, q_lens=q_lens, kv_lens=[9, 20], paged=paged))
 
 
+@pytest.mark.parametrize(("op", "antiquant"), [("v1", "split"), ("v1", "combined"), ("v2", "split")])
+def test_int8_antiquant_per_token(op: str, antiquant: str) -> None:
+    for layout, q_lens in (("BSH", [1, 1]), ("BNSD", [3, 2]), ("BSND", [4, 1])):
+        assert_agrees(Case(op=op, layout=layout, antiquant=antiquant, per_token=True, heads=4, ratio=2,
+                           q_lens=q_lens, kv_lens=[9, 20], kv_pad=3, sparse_mode=3))  # fmt: skip
+
+
 @pytest.mark.parametrize("layout", ["BSH", "BSND", "BNSD"])
 def test_incre_flash_attention_reads_kv_lengths(layout: str) -> None:
     for paged, mask in ((None, True), ("BnBsH", False)):
@@ -393,7 +421,8 @@ def random_case(rng: random.Random) -> Case:
         user_mask=mode == 1 or (mode == 0 and rng.random() < 0.6), pse=not varlen and not rope and rng.random() < 0.3,
         paged=paged, block_size=rng.choice([b for b in (8, 16) if b != 8 // ratio]), rope_dim=8 if rope else 0,
         lse=rng.random() < 0.7, sink=op == "v2" and rng.random() < 0.5,
-        antiquant="split" if antiquant else None, prefix=7 if prefix else 0,
+        antiquant="split" if antiquant else None, per_token=antiquant and not (paged or varlen) and rng.random() < 0.5,
+        prefix=7 if prefix else 0,
         seed=rng.randint(0, 10**6),
     )  # fmt: skip
 

@@ -92,8 +92,7 @@ def test_dtypes_follow_the_query_and_lse_is_float32_or_empty() -> None:
         (fused_infer_attention_score, "dequant_scale1", torch.ones(1)),
         (fused_infer_attention_score, "query_padding_size", torch.zeros(1, dtype=torch.long)),
         (fused_infer_attention_score, "kv_padding_size", torch.zeros(1, dtype=torch.long)),
-        (fused_infer_attention_score, "antiquant_mode", 1),
-        (fused_infer_attention_score, "key_antiquant_mode", 1),
+        (fused_infer_attention_score, "antiquant_mode", 2),
         (fused_infer_attention_score_v2, "quant_scale_out", torch.ones(1)),
         (fused_infer_attention_score_v2, "dequant_scale_query", torch.ones(1)),
         (fused_infer_attention_score_v2, "query_quant_mode", 3),
@@ -110,12 +109,18 @@ def test_unimplemented_arguments_raise_naming_the_argument(function: object, arg
         function(q, k, v, **{heads: 2, argument: value})
 
 
-def test_per_token_antiquant_scale_is_refused() -> None:
+def test_unimplemented_antiquant_granularities_are_refused() -> None:
     q, _, _ = qkv()
     k = torch.randint(-5, 5, (2, 6, 16), dtype=torch.int8)
     with pytest.raises(NotImplementedError, match="key antiquant scale"):
-        fused_infer_attention_score(q, k, k, num_heads=2, key_antiquant_scale=torch.ones(2, 6),
+        fused_infer_attention_score(q, k, k, num_heads=2, key_antiquant_scale=torch.ones(2, 5),
                                     value_antiquant_scale=torch.ones(16))  # fmt: skip
+    with pytest.raises(NotImplementedError, match="key_antiquant_mode"):
+        fused_infer_attention_score(q, k, k, num_heads=2, key_antiquant_scale=torch.ones(16), key_antiquant_mode=2,
+                                    value_antiquant_scale=torch.ones(16))  # fmt: skip
+    with pytest.raises(NotImplementedError, match="key_quant_mode"):
+        fused_infer_attention_score_v2(q, k, k, num_query_heads=2, dequant_scale_key=torch.ones(16), key_quant_mode=3,
+                                       dequant_scale_value=torch.ones(16))  # fmt: skip
 
 
 def test_modes_two_to_four_need_the_template_and_warn_on_a_wrong_one() -> None:
