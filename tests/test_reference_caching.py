@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
+from kvlint.runtime_probe import online_softmax
 from kvlint.runtime_probe.reference import (
     fused_infer_attention_score,
     npu_scatter_nd_update_,
@@ -22,6 +24,14 @@ CHUNKS = [1, 3, 2, 5]
 LENGTH = sum(CHUNKS)
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 MATCH, MISMATCH = 1e-5, 1e-2
+
+
+@pytest.fixture(autouse=True, params=["default tiles", "tiny tiles"])
+def tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every proof runs with the default tile sizes and with tiles of a few rows and keys."""
+    if request.param == "tiny tiles":
+        monkeypatch.setattr(online_softmax, "KEY_BLOCK", 3)
+        monkeypatch.setattr(online_softmax, "TILE_ELEMENTS", 24)
 
 
 def sequence(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
