@@ -91,7 +91,7 @@ def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -
         cause = error.error
         line = getattr(cause, "lineno", None) or 1
         column = max((getattr(cause, "offset", None) or 1) - 1, 0)
-        return [syntax_error(path, line, column, getattr(cause, "msg", str(cause)))]
+        return [syntax_error(path, line, column, getattr(cause, "msg", None) or str(cause) or type(cause).__name__)]
     except (RecursionError, MemoryError, ValueError) as error:
         return [syntax_error(path, 1, 0, f"{type(error).__name__}: {error}")]
     return analyze(module, path, settings)
