@@ -90,7 +90,7 @@ def probe_cost(case: Case, output: object, calls: int, settings: Settings) -> fl
     bare = seconds_per_call(lambda: noop(*args, **keywords), calls)
     probe = runtime_probe.activate(settings, stream=io.StringIO())
     try:
-        probed = ProbedOp(noop, FIA_V1, None, probe)
+        probed = ProbedOp(noop, FIA_V1, probe)
         return seconds_per_call(lambda: probed(*args, **keywords), calls) - bare
     finally:
         runtime_probe.deactivate()

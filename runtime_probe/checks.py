@@ -49,7 +49,7 @@ def mask_dtype(call: LiveCall) -> str | None:
 
 def mask_shape(call: LiveCall) -> str | None:
     """KVL202: modes 2/3/4 take the 2048x2048 template; modes 0/1 a mask covering query x kv."""
-    mask, geo = call.get("atten_mask"), call.geometry()
+    mask, geo = call.get("atten_mask"), call.geometry
     if not isinstance(mask, torch.Tensor) or geo is None or not _sparse_mode_applies(call, geo):
         return None
     mode, shape = call.get("sparse_mode"), tuple(mask.shape)
@@ -70,7 +70,7 @@ def mask_shape(call: LiveCall) -> str | None:
 
 def mask_missing(call: LiveCall) -> str | None:
     """KVL203: sparse modes 1-4 read atten_mask; without it the device raises or ignores the mode."""
-    geo = call.geometry()
+    geo = call.geometry
     if geo is None or call.get("atten_mask") is not None or not _sparse_mode_applies(call, geo):
         return None
     mode = call.get("sparse_mode")
@@ -160,7 +160,7 @@ def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None)
 
 def seq_lengths(call: LiveCall) -> str | None:
     """KVL503: lengths must fit the tensors (per-batch <= S; varlen cumulative, ending at T)."""
-    geo = call.geometry()
+    geo = call.geometry
     if geo is None:
         return None
     checks = (
@@ -183,7 +183,7 @@ def seq_lengths(call: LiveCall) -> str | None:
 
 def block_table(call: LiveCall) -> str | None:
     """KVL504: a 2-D table with a row per batch, ids inside the cache, enough blocks for each length."""
-    table, geo = call.get("block_table"), call.geometry()
+    table, geo = call.get("block_table"), call.geometry
     if not isinstance(table, torch.Tensor) or geo is None:
         return None
     if table.dim() != 2:
@@ -219,7 +219,7 @@ def _block_ids_problem(table: torch.Tensor, lengths: list[int], block_size: int,
 
 def head_shapes(call: LiveCall) -> str | None:
     """KVL506: head counts must match the N axes, divide H, and agree on the head dim; MLA rope D=64."""
-    geo = call.geometry()
+    geo = call.geometry
     if geo is None:
         return None
     heads, kv_heads = call.num_heads, call.num_kv_heads
@@ -248,7 +248,7 @@ def head_shapes(call: LiveCall) -> str | None:
 
 def non_causal_prefill(call: LiveCall) -> str | None:
     """KVL507: several query tokens, sparse_mode 0 and no mask means every query sees every key."""
-    geo = call.geometry()
+    geo = call.geometry
     if geo is None or call.name not in (FIA_V1, FIA_V2, PFA):
         return None
     if call.get("sparse_mode") != 0 or call.get("atten_mask") is not None:

@@ -78,7 +78,7 @@ def _reference_function(op: Operator) -> Callable[..., object]:
 def comparable(call: LiveCall, output: torch.Tensor | None) -> bool:
     return (
         call.is_attention and call.concrete and output is not None and output.dtype in EPSILON
-        and call.geometry() is not None
+        and call.geometry is not None
     )  # fmt: skip
 
 

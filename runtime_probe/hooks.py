@@ -3,8 +3,7 @@
 The catalogue's operators are replaced, by name, on the ``torch_npu`` module and on ``torch.ops.npu``
 (real torch_npu binds both names to one ``OpOverloadPacket``; the same wrapper then serves both). A torch
 packet is replaced by a probed packet that is still a torch object (``op_wrappers``), with probed
-``.default`` / ``.out``; any other callable (a stand-in's function) by a ``ProbedOp`` that forwards every
-other attribute. Nothing here imports torch: the wrappers only touch modules that are already loaded.
+``.default`` / ``.out``; any other callable (a stand-in's function) by a ``ProbedOp``. Nothing here imports torch: the wrappers only touch modules that are already loaded.
 
 ``torch_npu`` imported after activation is wrapped by a ``sys.meta_path`` finder that runs a hook after
 the module executes, before user code can bind ``from torch_npu import ...``. The emulator puts its
@@ -24,9 +23,6 @@ from typing import Any, Protocol
 
 from kvlint.catalogue import OPERATORS, lookup
 
-OVERLOADS = ("default", "out")
-
-
 class Runner(Protocol):
     """What a wrapper hands its calls to (``probe.Probe``)."""
 
@@ -36,30 +32,22 @@ class Runner(Protocol):
 
 
 class ProbedOp:
-    """Stands in for an operator callable that is not a torch packet (a stand-in module's function)."""
+    """Stands in for an operator callable that is not a torch packet (a stand-in module's function);
+    every other attribute is the original's."""
 
-    def __init__(self, target: Callable[..., Any], name: str, overload: str | None, runner: Runner) -> None:
+    def __init__(self, target: Callable[..., Any], name: str, runner: Runner) -> None:
         self._kvlint_original = target
         self._kvlint_name = name
-        self._kvlint_overload = overload
         self._kvlint_runner = runner
-        self._kvlint_overloads: dict[str, ProbedOp] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        overload = self._kvlint_overload
-        if overload is None:  # a packet picks its overload from the arguments: ``out=`` selects .out
-            overload = "out" if "out" in kwargs and lookup(self._kvlint_name, "out") else "default"
+        overload = "out" if "out" in kwargs and lookup(self._kvlint_name, "out") else "default"
         return self._kvlint_runner.run(self._kvlint_original, self._kvlint_name, overload, args, kwargs)
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_kvlint_"):  # not yet set (copy, pickle): never recurse
             raise AttributeError(attr)
-        value = getattr(self._kvlint_original, attr)
-        if attr in OVERLOADS and self._kvlint_overload is None and lookup(self._kvlint_name, attr):
-            if attr not in self._kvlint_overloads:
-                self._kvlint_overloads[attr] = ProbedOp(value, self._kvlint_name, attr, self._kvlint_runner)
-            return self._kvlint_overloads[attr]
-        return value
+        return getattr(self._kvlint_original, attr)
 
     def __repr__(self) -> str:
         return repr(self._kvlint_original)
@@ -107,7 +95,7 @@ class Patches:
                     return None
                 self._wrappers[id(original)] = op_wrappers.probed_packet(original, name, self._runner)
             else:
-                self._wrappers[id(original)] = ProbedOp(original, name, None, self._runner)
+                self._wrappers[id(original)] = ProbedOp(original, name, self._runner)
         return self._wrappers[id(original)]
 
     def wrap(self, owner: object) -> None:

@@ -9,6 +9,7 @@ Facts: torch_npu_ops.md sections 5.3 (layouts), 5.4 (paged caches), 5.9 (length 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -97,7 +98,6 @@ class LiveCall:
     args: dict[str, object]
     concrete: bool
     _lengths: dict[str, list[int] | None] = field(default_factory=dict)
-    _geometry: list[Geometry | None] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -145,13 +145,9 @@ class LiveCall:
             return [int(v) for v in value.reshape(-1).tolist()]
         return [int(v) for v in value]  # type: ignore[union-attr]
 
+    @cached_property
     def geometry(self) -> Geometry | None:
         """Sizes of an attention call; None when the layout or the query rank is not understood."""
-        if not self._geometry:
-            self._geometry.append(self._read_geometry())
-        return self._geometry[0]
-
-    def _read_geometry(self) -> Geometry | None:
         if not self.is_attention or self.layout not in LAYOUTS[self.name]:
             return None
         form = self.layout.partition("_")[0]
