@@ -19,6 +19,7 @@ import torch
 
 from kvlint import catalogue
 from kvlint.runtime_probe import reference
+from kvlint.runtime_probe.attention_call import lse_dtype
 from kvlint.runtime_probe.layouts import parse_layout, result_shapes
 
 NAMESPACE = "npu"
@@ -155,6 +156,6 @@ def _attention_fake(name: str) -> Callable[..., object]:
         out = query.new_empty(out_shape)
         if name not in LSE_FLAG:
             return out
-        return out, query.new_empty(lse_shape, dtype=reference.lse_dtype(query.dtype, with_lse))
+        return out, query.new_empty(lse_shape, dtype=lse_dtype(query.dtype, with_lse))
 
     return fake
