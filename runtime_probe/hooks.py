@@ -3,7 +3,8 @@
 The catalogue's operators are replaced, by name, on the ``torch_npu`` module and on ``torch.ops.npu``
 (real torch_npu binds both names to one ``OpOverloadPacket``; the same wrapper then serves both). A torch
 packet is replaced by a probed packet that is still a torch object (``op_wrappers``), with probed
-``.default`` / ``.out``; any other callable (a stand-in's function) by a ``ProbedOp``. Nothing here imports torch: the wrappers only touch modules that are already loaded.
+``.default`` / ``.out``; any other callable (a stand-in's function) by a ``ProbedOp``. Nothing here
+imports torch: the wrappers only touch modules that are already loaded.
 
 ``torch_npu`` imported after activation is wrapped by a ``sys.meta_path`` finder that runs a hook after
 the module executes, before user code can bind ``from torch_npu import ...``. The emulator puts its
@@ -22,6 +23,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from kvlint.catalogue import OPERATORS, lookup
+
 
 class Runner(Protocol):
     """What a wrapper hands its calls to (``probe.Probe``)."""

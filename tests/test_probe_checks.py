@@ -109,7 +109,8 @@ def test_paged_block_table_checks():
     assert check_codes(FIA_V1, query, cache, cache, block_table=table.long(), **paged) == {"KVL301"}
     four_d = torch.zeros(6, 2, 16, 16)  # [blocks, Nkv, block_size, D]
     assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **paged) == set()
-    assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **{**paged, "num_key_value_heads": 1}) == {"KVL506"}
+    one_kv_head = {**paged, "num_key_value_heads": 1}
+    assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **one_kv_head) == {"KVL506"}
 
 
 def test_gqa_ratio_and_head_dims():

@@ -60,7 +60,8 @@ def test_strict_mode_raises_at_the_first_error_with_the_call_site(probe, standin
     with pytest.raises(ProbeError) as raised:
         user_calls.bad_mask_missing(torch_npu)
     line = marked_line(Path(user_calls.__file__), "KVL203")
-    assert (raised.value.code, raised.value.path, raised.value.line) == ("KVL203", "tests/probe_fixtures/user_calls.py", line)
+    where = (raised.value.code, raised.value.path, raised.value.line)
+    assert where == ("KVL203", "tests/probe_fixtures/user_calls.py", line)
     assert f"user_calls.py:{line}: KVL203" in str(raised.value)
 
 

@@ -104,5 +104,5 @@ def npu_scatter_nd_update_(input, indices, updates):
 
 def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *, cache_mode="PA_NZ", **ignored):
     """Token t goes to slot ``slot_mapping[t]`` of a [blocks, block_size, ...] cache."""
-    key_cache.view(-1, *key_cache.shape[2:])[slot_mapping.long()] = key.reshape(key.shape[0], *key_cache.shape[2:])
-    value_cache.view(-1, *value_cache.shape[2:])[slot_mapping.long()] = value.reshape(value.shape[0], *value_cache.shape[2:])
+    for tokens, cache in ((key, key_cache), (value, value_cache)):
+        cache.view(-1, *cache.shape[2:])[slot_mapping.long()] = tokens.reshape(tokens.shape[0], *cache.shape[2:])
