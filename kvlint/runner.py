@@ -7,6 +7,7 @@ A file's result has its findings after its own suppression comments (``kvlint.su
 from __future__ import annotations
 
 import os
+import stat
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -52,6 +53,9 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
 
 def read_source(path: str) -> str:
     """The file's text, decoded as Python decodes it (PEP 263 coding cookie, else UTF-8)."""
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise OSError("not a regular file")  # a FIFO or a device would block, or never end
     with open(path, "rb") as handle:
         raw = handle.read()
     encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
