@@ -6,6 +6,7 @@ A file's result has its findings after its own suppression comments (``kvlint.su
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tokenize
@@ -58,7 +59,7 @@ def read_source(path: str) -> str:
         raise OSError("not a regular file")  # a FIFO or a device would block, or never end
     with open(path, "rb") as handle:
         raw = handle.read()
-    encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)  # reads at most two lines
     return raw.decode(encoding)
 
 
