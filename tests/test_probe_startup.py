@@ -7,6 +7,8 @@ copy of the sources installed into it with ``pip install .`` or ``pip install -e
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -79,6 +81,16 @@ def test_the_hook_imports_nothing_heavy_when_unset():
     assert done.stdout.strip() == "[]", done.stderr
 
 
+def _isolation() -> list[str]:
+    """Build with this environment's setuptools when it can build wheels by itself (setuptools >= 70.1,
+    or with ``wheel``); otherwise let pip fetch the build requirements into an isolated environment."""
+    try:
+        version = tuple(int(part) for part in importlib.metadata.version("setuptools").split(".")[:2])
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return ["--no-build-isolation"] if version >= (70, 1) or importlib.util.find_spec("wheel") else []
+
+
 def _environment(tmp_path: Path, editable: bool) -> Path:
     """A venv with a copy of kvlint installed (regular or editable); returns its python."""
     venv = tmp_path / "venv"
@@ -92,8 +104,8 @@ def _environment(tmp_path: Path, editable: bool) -> Path:
     for name in SOURCES:
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
         copy(ROOT / name, source / name)
-    command = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*command, *(["-e"] if editable else []), str(source)], check=True, timeout=180,
+    command = [str(python), "-m", "pip", "install", "-q", "--no-deps", *_isolation()]
+    subprocess.run([*command, *(["-e"] if editable else []), str(source)], check=True, timeout=300,
                    capture_output=True)
     assert Path(purelib, "kvlint.pth").read_text().startswith("import kvlint._startup;")
     return python
