@@ -43,6 +43,7 @@ class CallSite:
     keywords: dict[str, Argument] = field(default_factory=dict)
     open_ended: bool = False
     """True when ``*args`` / ``**kwargs`` pass arguments the code does not show: absence proves nothing."""
+    _followed: dict[tuple[str, Path], list[Alt]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -70,6 +71,11 @@ class CallSite:
     def values(self, name: str, path: Path = EMPTY) -> list[Alt]:
         """The values that reach parameter ``name`` on each path: the argument's, or the schema default when
         the call provably omits it."""
+        if (name, path) not in self._followed:
+            self._followed[name, path] = self._follow(name, path)
+        return self._followed[name, path]
+
+    def _follow(self, name: str, path: Path) -> list[Alt]:
         expr = self.argument(name)
         if expr is not None:
             return values(expr, path)

@@ -31,6 +31,7 @@ from kvlint.names import enclosing_class, is_self, qualified_name
 MAX_ALTERNATIVES = 16
 MAX_DEPTH = 24
 MAX_HOPS = 3
+SIZE_DEPTH = 6
 CACHE_NAME = re.compile(r"(^|_)(past|cache|cached|caches|kvcache)(_|$)", re.IGNORECASE)
 """Identifiers that name a KV cache: ``k_cache``, ``past_key_value``, ``layer_past``, ``cached_keys``."""
 
@@ -51,7 +52,7 @@ _CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "
 _INVERTING_FUNCTIONS = frozenset({"torch.logical_not", "torch.bitwise_not"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Context:
     """Where an evaluation stands: its depth, the nodes being evaluated, and the arguments bound to the
     parameters of the helpers it entered."""
@@ -214,15 +215,12 @@ def _unpacked(expr: nodes.NodeNG, indices: tuple[int, ...], path: Path, context:
 
 
 def _item(alt: Alt, index: int) -> list[Alt]:
+    """The alternatives of one element of a tuple value, followed on the tuple's path."""
     items = alt.value.items
     if items is None or not -len(items) <= index < len(items):
         return [Alt(UNKNOWN_VALUE, alt.path)]
-    picked = []
-    for element in items[index]:
-        merged = alt.path.merge(element.path)
-        if merged is not None:
-            picked.append(Alt(element.value, merged))
-    return picked
+    element, context = items[index]
+    return values(element, alt.path, context)
 
 
 def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
@@ -627,8 +625,7 @@ def _if_expression(node: nodes.IfExp, path: Path, context: Context) -> list[Alt]
 def _sequence(node: nodes.Tuple | nodes.List, path: Path, context: Context) -> list[Alt]:
     if any(isinstance(e, nodes.Starred) for e in node.elts):
         return [Alt(UNKNOWN_VALUE, path)]
-    items = tuple(tuple(values(e, path, context)) for e in node.elts)
-    return [Alt(Value(items=items), path)]
+    return [Alt(Value(items=tuple((e, context) for e in node.elts)), path)]
 
 
 def _const(node: nodes.Const, path: Path, context: Context) -> list[Alt]:
@@ -693,8 +690,10 @@ def _size(call: nodes.Call, path: Path, context: Context, first_only: bool = Fal
 
 
 def _dimension(expr: nodes.NodeNG, path: Path, context: Context) -> Dim:
-    """A literal size, or the source text of a size the code computes at run time."""
-    found = [alt.value for alt in values(expr, path, context)]
+    """A literal size, or the source text of a size the code computes at run time. Sizes are followed
+    only a few steps, and not into callers or helpers."""
+    shallow = replace(context, depth=max(context.depth, MAX_DEPTH - SIZE_DEPTH), hops=MAX_HOPS)
+    found = [alt.value for alt in values(expr, path, shallow)]
     consts = {v.const for v in found}
     if len(consts) == 1 and isinstance(next(iter(consts)), int) and not isinstance(next(iter(consts)), bool):
         return next(iter(consts))

@@ -66,8 +66,8 @@ class Value:
     const: object = NO_CONSTANT
     qualname: str | None = None
     function: nodes.FunctionDef | None = None
-    items: tuple[tuple[Alt, ...], ...] | None = None
-    """For a tuple or list: the alternatives of each element."""
+    items: tuple[tuple[nodes.NodeNG, object], ...] | None = None
+    """For a tuple or list: each element's expression and the evaluation context to follow it in."""
     tensor: bool = False
     dtype: str | None = None
     shape: tuple[Dim, ...] | None = None

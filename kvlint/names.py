@@ -9,6 +9,8 @@ or to something that is not an import or an alias (a parameter, a class, a funct
 
 from __future__ import annotations
 
+import weakref
+
 from astroid import nodes
 
 _MAX_DEPTH = 12
@@ -102,16 +104,30 @@ def self_attribute_value(expr: nodes.Attribute) -> list[nodes.NodeNG] | None:
     cls = enclosing_class(expr)
     if cls is None or expr.attrname in cls.locals:
         return None
-    values: list[nodes.NodeNG] = []
+    return _plain_self_assignments(cls).get(expr.attrname) or None
+
+
+_SELF_VALUES: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG] | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _plain_self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG] | None]:
+    """Attribute -> the values the class's methods assign to ``self.<attr>`` (None when one assignment
+    is not a plain one), computed once per class."""
+    if cls in _SELF_VALUES:
+        return _SELF_VALUES[cls]
+    found: dict[str, list[nodes.NodeNG] | None] = {}
     for method in cls.mymethods():
         for assign in method.nodes_of_class(nodes.AssignAttr):
-            if assign.attrname != expr.attrname or not is_self(assign.expr):
+            if not is_self(assign.expr) or (assign.attrname in found and found[assign.attrname] is None):
                 continue
             statement = assign.parent
             if isinstance(statement, nodes.Assign) and any(t is assign for t in statement.targets):
-                values.append(statement.value)
+                found.setdefault(assign.attrname, []).append(statement.value)
             elif isinstance(statement, nodes.AnnAssign) and statement.value is not None:
-                values.append(statement.value)
+                found.setdefault(assign.attrname, []).append(statement.value)
             else:
-                return None
-    return values or None
+                found[assign.attrname] = None
+    _SELF_VALUES[cls] = found
+    return found
