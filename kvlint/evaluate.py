@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from astroid import nodes
 
 from kvlint.facts import (
-    ADDITIVE, CACHE, CAST_METHODS, DTYPES, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL, TYPED_TENSORS,
+    ADDITIVE, CACHE, CAST_METHODS, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL, TYPED_TENSORS,
     UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype, tensor,
 )
 from kvlint.flow import EMPTY, OUTER, Param, Path, condition, mutated_name, reaching_definitions
@@ -922,7 +922,7 @@ def _is_device(expr: nodes.NodeNG, value: Value) -> bool:
         return True
     if isinstance(expr, nodes.Attribute) and expr.attrname == "device":
         return True
-    if value.qualname == "torch.device" or (isinstance(expr, nodes.Call) and qualified_name(expr.func) == "torch.device"):
+    if isinstance(expr, nodes.Call) and qualified_name(expr.func) == "torch.device":
         return True
     return isinstance(expr, nodes.Name) and expr.name in ("device", "dev")
 

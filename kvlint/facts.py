@@ -86,7 +86,8 @@ class Value:
     def has(self, trait: str) -> bool:
         return trait in self.traits
 
-    def with_traits(self, add: frozenset[str] | set[str] = frozenset(), drop: frozenset[str] | set[str] = frozenset()) -> Value:
+    def with_traits(self, add: frozenset[str] | set[str] = frozenset(),
+                    drop: frozenset[str] | set[str] = frozenset()) -> Value:
         return replace(self, traits=(self.traits - frozenset(drop)) | frozenset(add))
 
     def retyped(self, dtype: str | None) -> Value:

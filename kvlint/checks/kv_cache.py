@@ -47,7 +47,8 @@ def check_block_table_dtype(site: CallSite) -> Iterator[Issue]:
         value = alt.value
         if value.tensor and value.dtype is not None and value.dtype != "int32":
             origin = value.origin
-            where = f" (built at line {origin.lineno})" if origin is not None and origin.lineno != site.call.lineno else ""
+            elsewhere = origin is not None and origin.lineno != site.call.lineno
+            where = f" (built at line {origin.lineno})" if elsewhere else ""
             yield Issue("KVL301", site.anchor("block_table"),
                         f"block_table is {value.dtype}{where}; {site.name} reads int32 block ids: build it with "
                         "dtype=torch.int32 or pass block_table.to(torch.int32)")
@@ -299,7 +300,8 @@ def _layer_loops(method: nodes.FunctionDef) -> list[nodes.For]:
     ``enumerate`` / ``zip``). A forward with such a loop is a model's, which may advance lengths after it."""
     loops = []
     for loop in method.nodes_of_class(nodes.For):
-        if not any(isinstance(n, nodes.Attribute) and is_self(n.expr) for n in loop.iter.nodes_of_class(nodes.Attribute)):
+        attributes = loop.iter.nodes_of_class(nodes.Attribute)
+        if not any(isinstance(n, nodes.Attribute) and is_self(n.expr) for n in attributes):
             continue
         targets = {n.name for n in loop.target.nodes_of_class(nodes.AssignName)}
         if any(isinstance(call.func, nodes.Name) and call.func.name in targets
