@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from astroid import nodes
 
 from kvlint.facts import (
-    ADDITIVE, CACHE, CAST_METHODS, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL, TYPED_TENSORS,
-    UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype, tensor,
+    ADDITIVE, CACHE, CAST_METHODS, DTYPES, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL,
+    TYPED_TENSORS, UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype,
+    tensor,
 )
 from kvlint.flow import EMPTY, OUTER, Param, Path, condition, mutated_name, reaching_definitions
 from kvlint.names import enclosing_class, is_self, qualified_name
@@ -119,14 +120,43 @@ def _lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[
     alts: list[Alt] = []
     for definition, reached in reaching_definitions(name, use, path):
         if isinstance(definition, Param):
-            alts.extend(_parameter(definition, reached, context))
+            alts.extend(_dtype_checked(name, use, 0, _parameter(definition, reached, context)))
         elif definition is OUTER:
-            alts.extend(_outer(name, use, reached, context))
+            alts.extend(_dtype_checked(name, use, 0, _outer(name, use, reached, context)))
         elif isinstance(definition, nodes.NodeNG):
-            alts.extend(_definition(definition, reached, context))
+            found = _definition(definition, reached, context)
+            alts.extend(_dtype_checked(name, use, definition.lineno or 0, found))
         else:
             alts.append(Alt(UNKNOWN_VALUE, reached))
     return alts
+
+
+def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
+    """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) on the path says about ``x``, for a definition
+    of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the path that
+    skipped the cast has an int32 ``x``."""
+    prefix = f"{name}.dtype == "
+    frame = use.frame()
+    checked = []
+    for alt in alts:
+        value: Value | None = alt.value
+        for (key_frame, text), taken in alt.path.choices:
+            dtype = DTYPES.get(text[len(prefix):]) if key_frame is frame and text.startswith(prefix) else None
+            if dtype is None or value is None or not value.tensor or not _tested_after(frame, text, defined_at):
+                continue
+            if taken is True:
+                value = value.retyped(dtype)
+            elif value.dtype == dtype:
+                value = None
+        if value is not None:
+            checked.append(Alt(value, alt.path))
+    return checked
+
+
+def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
+    """Every ``if`` of the frame on condition ``text`` comes after ``line``."""
+    tests = [branch for branch in frame.nodes_of_class(nodes.If) if condition(branch.test)[0][1] == text]
+    return bool(tests) and all(branch.lineno > line for branch in tests)
 
 
 def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
