@@ -179,7 +179,8 @@ def check_kv_rmsnorm_unpack(site: CallSite) -> Iterator[Issue]:
             "npu_kv_rmsnorm_rope_cache_v2_functional": "(k_rope, c_kv, k_cache, ckv_cache)",
         }[site.name]
         yield Issue("KVL308", target,
-                    f"{site.name} returns {expected} outputs {order}, unpacked here into {len(target.elts)} names")
+                    f"{site.name} returns {expected} outputs {order}, unpacked here into {len(target.elts)} names: "
+                    f"unpack {order[1:-1]} in that order")
 
 
 # KVL305 -------------------------------------------------------------------------------------------------
