@@ -241,3 +241,19 @@ def test_callers_are_paths_and_self_attributes_follow_the_method() -> None:
              for alt in values(flag) for k_alt in values(k, alt.path)}
     assert pairs == {(True, False), (False, True), (None, False)}, "the callers are not mixed"
     assert {v.dtype for v in _values(table)} == {"int32"}
+
+
+def test_a_dtype_branch_refines_earlier_definitions_only() -> None:
+    skipped, recast = _returned("""
+        import torch
+        def f(n):
+            table = torch.arange(n)
+            if table.dtype != torch.int32:
+                table = table.int()
+            other = torch.arange(n, dtype=torch.int32)
+            if other.dtype == torch.int32:
+                other = other.long()
+            return table, other
+    """)
+    assert {v.dtype for v in _values(skipped)} == {"int32"}
+    assert {v.dtype for v in _values(recast)} == {"int64"}, "an int32 table cannot skip that branch"
