@@ -1,0 +1,106 @@
+"""flake8's overhead from the kvlint plugin: ``flake8`` with its default checks, without and with the KVL plugin.
+
+    python benchmarks/flake8_overhead.py [--corpus DIR] [--runs N] [--update-results]
+
+What is compared, and why it is the honest baseline: installing kvlint registers the ``KVL`` entry point, and
+flake8 turns every registered extension on by default, so a user's plain ``flake8`` runs the plugin on every
+file. Deselecting its codes (``--extend-ignore KVL``) does not help as a baseline: flake8 still runs the
+plugin and only drops its messages. The baseline is therefore flake8 *without the plugin registered*: both
+runs go through the same small launcher, which starts flake8's own ``main`` in the same interpreter, and the
+baseline launcher hides the kvlint distribution from flake8's plugin discovery
+(``importlib.metadata.distributions``). Same interpreter, same flake8, same default selection
+(E, F, W, C90), same parallelism (flake8's default ``--jobs=auto``); the only difference is whether the KVL
+plugin is loaded. The benchmark checks that: the non-KVL messages of the two runs are identical, and the
+KVL messages appear only in the plugin run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus  # noqa: E402
+import harness  # noqa: E402
+
+LAUNCHER = """
+import importlib.metadata, sys
+hidden = sys.argv.pop(1)
+_distributions = importlib.metadata.distributions
+def distributions(**kwargs):
+    return (d for d in _distributions(**kwargs) if (d.metadata["Name"] or "").lower() != hidden)
+importlib.metadata.distributions = distributions
+from flake8.main.cli import main
+sys.exit(main())
+"""
+NOTHING = "no-such-distribution"
+FREEZE = """
+import gc
+from astroid.manager import AstroidManager
+_bootstrap = AstroidManager.bootstrap
+def bootstrap(self):
+    _bootstrap(self)
+    gc.freeze()
+AstroidManager.bootstrap = bootstrap
+"""
+"""The experiment of ``--gc-freeze``: move astroid's builtins module (about 100,000 objects, built once per
+process by the first file the text gate lets through) out of the garbage collector's reach, so that every
+later full collection of flake8's own garbage does not walk it again."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", help="corpus folder to build in (default: a new temporary folder)")
+    parser.add_argument("--runs", type=int, default=5, help="rounds per command (default 5)")
+    parser.add_argument("--update-results", action="store_true", help="write the section of benchmarks/RESULTS.md")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="also time the plugin with gc.freeze() after astroid's bootstrap (a proposed fix)")
+    args = parser.parse_args(argv)
+    package, summary = corpus.ensure(args.corpus)
+    py = harness.python()
+    common = ["--format=%(path)s:%(row)d:%(col)d: %(code)s", str(package.name)]
+    commands = {
+        "flake8 (kvlint not registered)": [py, "-c", LAUNCHER, "kvlint", *common],
+        "flake8 (KVL plugin registered)": [py, "-c", LAUNCHER, NOTHING, *common],
+    }
+    if args.gc_freeze:
+        commands["flake8 (KVL plugin, gc.freeze after astroid bootstrap)"] = [
+            py, "-c", FREEZE + LAUNCHER, NOTHING, *common]
+    cwd = package.parent
+    machine = harness.machine()
+    series = harness.compare(commands, args.runs, cwd=cwd, warmup=False)
+    without, with_plugin = series["flake8 (kvlint not registered)"].last, series["flake8 (KVL plugin registered)"].last
+    plain = without.stdout.splitlines()
+    kvl = [line for line in with_plugin.stdout.splitlines() if ": KVL" in line]
+    others = [line for line in with_plugin.stdout.splitlines() if ": KVL" not in line]
+    if not kvl or any(": KVL" in line for line in plain) or sorted(others) != sorted(plain):
+        raise SystemExit("the two flake8 runs differ in more than the KVL messages: the comparison is not fair")
+    base, plugin = series["flake8 (kvlint not registered)"], series["flake8 (KVL plugin registered)"]
+    cpu_ratio, wall_ratio = harness.ratio(plugin, base)
+    body = "\n".join([
+        "### flake8 plugin overhead",
+        "",
+        f"Measured {machine}",
+        "",
+        f"`python benchmarks/flake8_overhead.py --runs {args.runs}{' --gc-freeze' if args.gc_freeze else ''}` "
+        f"on the corpus: {corpus.describe(summary)}. "
+        f"Both runs report the same {len(plain)} default messages; the plugin run adds {len(kvl)} KVL messages.",
+        "",
+        harness.series_table(series, "flake8 (kvlint not registered)"),
+        "",
+        f"- **flake8 with the KVL plugin / without: {cpu_ratio:.3f} CPU, {wall_ratio:.3f} wall** (target <= 1.10).",
+    ])
+    if args.gc_freeze:
+        frozen = series["flake8 (KVL plugin, gc.freeze after astroid bootstrap)"]
+        body += (f"\n- with `gc.freeze()` after astroid's bootstrap (proposed fix, not in kvlint): "
+                 f"{frozen.cpu / base.cpu:.3f} CPU, {frozen.wall / base.wall:.3f} wall.")
+    print(body)
+    if args.update_results:
+        harness.update_results("flake8_overhead", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
