@@ -95,7 +95,8 @@ class _Module:
         self.emit()
         self.emit("from __future__ import annotations")
         self.emit()
-        always = {"import logging", "from dataclasses import dataclass, field", "from typing import Any, Iterable, Iterator"}
+        always = {"import logging", "from dataclasses import dataclass, field",
+                  "from typing import Any, Iterable, Iterator"}
         for line in sorted(set(rng.sample(_STDLIB, 5)) | always):
             self.emit(line)
         if self.earlier:
