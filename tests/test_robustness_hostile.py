@@ -9,6 +9,7 @@ prints a traceback. Each run has a generous timeout, so a hang fails the test in
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -165,3 +166,36 @@ def test_ten_megabytes_of_code_is_linted_to_the_last_line(tmp_path: Path) -> Non
     out = run_kvlint(str(tmp_path))
     assert "Traceback" not in out.stderr, out.stderr
     assert [(f["line"], f["code"]) for f in json.loads(out.stdout)] == [(len(lines), "KVL101")]
+
+
+def test_files_that_change_between_discovery_and_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery lists the files, then, before they are read, one is deleted, one is replaced by a folder and
+    one by a named pipe: each gives one error naming it, and the other files are linted."""
+    from kvlint import runner
+
+    for name in ("aa_first.py", "vanishes.py", "becomes_folder.py", "becomes_pipe.py", "zz_last.py"):
+        (tmp_path / name).write_text(GOOD, encoding="utf-8")
+    discover = runner.discover
+
+    def discover_then_change(paths):
+        yield from discover(paths)
+        (tmp_path / "vanishes.py").unlink()
+        (tmp_path / "becomes_folder.py").unlink()
+        (tmp_path / "becomes_folder.py").mkdir()
+        (tmp_path / "becomes_pipe.py").unlink()
+        os.mkfifo(tmp_path / "becomes_pipe.py")
+
+    monkeypatch.setattr(runner, "discover", discover_then_change)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(runner.run, [str(tmp_path)])
+        try:
+            results = {Path(r.path).name: r for r in future.result(timeout=60)}
+        except concurrent.futures.TimeoutError:
+            _release_blocked_readers(tmp_path / "becomes_pipe.py")
+            pytest.fail("the run blocked on becomes_pipe.py for 60 s")
+    assert sorted(results) == ["aa_first.py", "becomes_folder.py", "becomes_pipe.py", "vanishes.py", "zz_last.py"]
+    for name in ("vanishes.py", "becomes_folder.py", "becomes_pipe.py"):
+        assert results[name].findings == [] and name in (results[name].error or ""), results[name]
+    for name in ("aa_first.py", "zz_last.py"):
+        assert results[name].error is None
+        assert [(f.line, f.code) for f in results[name].findings] == [(GOOD_LINE, "KVL101")]
