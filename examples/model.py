@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from kvlint import budget
+from kvlint import budget_formulas as budget
 
 PASS, FAIL = "PASS", "FAIL"
 

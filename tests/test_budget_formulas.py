@@ -11,26 +11,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvlint.budget import (
+from kvlint.budget import geometry_fields_from_config
+from kvlint.budget_formulas import (
     BLOCK_TABLE_ENTRY_BYTES,
-    BudgetError,
-    BudgetOptions,
     CacheGeometry,
     amdahl_speedup,
     attention_intensity,
-    build_report,
     card_geometry,
     decode_latency_floor,
-    geometry_fields_from_config,
     kv_bytes_per_token,
     kv_heads_per_card,
     paged_block_bytes,
     paged_blocks,
-    parse_bandwidth,
-    parse_lengths,
-    parse_size,
     sequence_bytes,
 )
+from kvlint.budget_report import BudgetOptions, build_report
+from kvlint.budget_units import BudgetError, parse_bandwidth, parse_lengths, parse_size
 
 DATA = Path(__file__).parent / "data" / "budget"
 GIB = 2**30
