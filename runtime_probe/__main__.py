@@ -3,7 +3,8 @@
 other ``KVLINT_*`` variables apply as usual.
 
 ``python -m kvlint.runtime_probe --merge FILES... [-o OUT]`` merges per-rank JSON reports into one summary
-(and one report with ``-o``); the exit status is 1 when any error-level finding was reported.
+(and one report with ``-o``): counts add up and the ranks' cache steps are concatenated, each tagged with
+its rank; the exit status is 1 when any error-level finding was reported.
 """
 
 from __future__ import annotations

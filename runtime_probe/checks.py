@@ -201,12 +201,11 @@ def block_table(call: LiveCall) -> str | None:
     if not call.concrete or block_size <= 0:
         return None
     key: torch.Tensor = call.get("key")  # type: ignore[assignment]
-    return _block_ids_problem(table, lengths, block_size, num_blocks=key.shape[0])
+    return _block_ids_problem(call.host_block_table, lengths, block_size, num_blocks=key.shape[0])
 
 
-def _block_ids_problem(table: torch.Tensor, lengths: list[int], block_size: int, num_blocks: int) -> str | None:
+def _block_ids_problem(host: torch.Tensor, lengths: list[int], block_size: int, num_blocks: int) -> str | None:
     """Only the blocks a sequence uses must be valid ids; the rest of a row is padding (often -1)."""
-    host = table.to("cpu", copy=True)
     needed = torch.tensor([-(-length // block_size) for length in lengths]).unsqueeze(1)
     used = torch.arange(host.shape[1]).unsqueeze(0) < needed
     bad = used & ((host[: len(lengths)] < 0) | (host[: len(lengths)] >= num_blocks))

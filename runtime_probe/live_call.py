@@ -146,6 +146,11 @@ class LiveCall:
         return [int(v) for v in value]  # type: ignore[union-attr]
 
     @cached_property
+    def host_block_table(self) -> torch.Tensor:
+        """The block table on the host: one device read per call, shared by KVL504 and the cache figures."""
+        return self.get("block_table").to("cpu", copy=True)  # type: ignore[union-attr]
+
+    @cached_property
     def geometry(self) -> Geometry | None:
         """Sizes of an attention call; None when the layout or the query rank is not understood."""
         if not self.is_attention or self.layout not in LAYOUTS[self.name]:

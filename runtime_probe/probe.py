@@ -7,7 +7,9 @@ kvlint.runtime_probe run.py`` is the fallback. Each wrapped call:
 2. has its arguments bound to the catalogue's schema and checked (``checks.ARGUMENT_CHECKS``), and, for
    a cache write, its positions tracked across layers (``drift``);
 3. runs, with exactly the arguments given; its result is returned untouched;
-4. has its output checked for NaN/Inf and, for the first N calls of the site, compared with the reference.
+4. has its output checked for NaN/Inf and, for the first N calls of the site, compared with the reference;
+5. if it is an attention call, has the KV bytes it read, the cache capacity in use and its host time added
+   to the current step's figures (``cache_usage``), the ``cache`` section of the report.
 
 Guarantees: nothing raises into user code except ``ProbeError`` in strict mode (a probe failure becomes
 KVL599); calls made while a probed call is running on the same thread (the reference, a stand-in that
@@ -21,6 +23,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +55,8 @@ class _Ticket:
     number: int
     compare: bool
     call: LiveCall | None = None
+    seconds: float = 0.0
+    """Host time of the operator call itself (the cache figures' step time)."""
     flagged: bool = False
     """An error-level finding was reported: the call is malformed, so its output is not compared."""
     errors: list[ProbeError] = field(default_factory=list)
@@ -71,6 +76,7 @@ class Probe:
         self._patches = Patches(self)
         self._finder = PostImportFinder({"torch_npu": self._on_torch_npu, EMULATOR_MODULE: self._on_emulator})
         self._drift: Any = None
+        self._cache: Any = None
         self._lock = threading.Lock()
         self._attached = False
         """False after detach: wrappers left behind (in an FX graph, say) then pass calls through."""
@@ -106,9 +112,10 @@ class Probe:
     def finish(self) -> None:
         """At exit: the summary on stderr and the JSON report, when any operator call was seen."""
         try:
-            report = self.recorder.as_json()
+            report: dict[str, Any] = self.recorder.as_json()
             if not report["sites"]:
                 return
+            report["cache"] = self._cache_usage().section().as_json()
             print(summary(report), file=sys.stderr)
             if self.settings.report_path is not None:  # relative to where the program started
                 write_json(report, Path(self._root, self.settings.report_path))
@@ -124,7 +131,9 @@ class Probe:
         try:
             ticket = self._before(name, overload, args, kwargs)
             self._raise_if_strict(ticket)
+            started = time.perf_counter()
             result = target(*args, **kwargs)
+            ticket.seconds = time.perf_counter() - started
             self._after(ticket, result)
             self._raise_if_strict(ticket)
             return result
@@ -165,10 +174,23 @@ class Probe:
                 self._drift = DriftTracker()
             return self._drift
 
+    def _cache_usage(self) -> Any:
+        from kvlint.runtime_probe.cache_usage import CacheUsage
+
+        with self._lock:
+            if self._cache is None:
+                self._cache = CacheUsage()
+            return self._cache
+
     def _after(self, ticket: _Ticket, result: Any) -> None:
         call = ticket.call
         if call is None or not call.concrete:
             return
+        if call.is_attention:
+            try:
+                self._cache_usage().record(call, ticket.seconds)
+            except Exception as exc:
+                self._internal(ticket, "measuring the cache reads", exc)
         try:
             from kvlint.runtime_probe import compare
 

@@ -3,7 +3,10 @@
 The JSON shape is a public contract::
 
     {"findings": [{"code", "symbol", "severity", "message", "op", "path", "line", "count"}],
-     "sites": [{"op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err"}]}
+     "sites": [{"op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err"}],
+     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...]}}
+
+``cache`` (the KV bytes the attention calls read per step) is described in ``cache_summary``.
 
 Codes, symbols and severities come from ``kvlint.ruleset`` only. A finding is printed on stderr the first
 time its (site, code) occurs; later occurrences are counted.
@@ -17,9 +20,10 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kvlint.ruleset import RULES
+from kvlint.runtime_probe.cache_summary import merge_sections, section_lines
 
 
 @dataclass
@@ -107,13 +111,15 @@ class Recorder:
             }
 
 
-def write_json(report: dict[str, list[dict[str, object]]], path: Path) -> None:
+def write_json(report: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
-def merge(reports: Iterable[dict[str, list[dict[str, object]]]]) -> dict[str, list[dict[str, object]]]:
-    """One report from several (one per rank): counts add up, errors take the maximum."""
+def merge(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """One report from several (one per rank): counts add up, errors take the maximum, the cache steps of
+    the ranks are concatenated (``cache_summary.merge_sections``)."""
+    reports = list(reports)
     sites: dict[tuple[str, str, int], Site] = {}
     findings: dict[tuple[str, str, int, str], Finding] = {}
     for report in reports:
@@ -131,11 +137,12 @@ def merge(reports: Iterable[dict[str, list[dict[str, object]]]]) -> dict[str, li
                 findings[finding.key].count += finding.count
             else:
                 findings[finding.key] = finding
-    return {"findings": [asdict(f) for f in findings.values()], "sites": [asdict(s) for s in sites.values()]}
+    return {"findings": [asdict(f) for f in findings.values()], "sites": [asdict(s) for s in sites.values()],
+            "cache": merge_sections(report.get("cache") for report in reports)}
 
 
-def summary(report: dict[str, list[dict[str, object]]]) -> str:
-    """The per-site table printed at exit and by ``--merge``."""
+def summary(report: dict[str, Any]) -> str:
+    """The per-site table printed at exit and by ``--merge``, then the cache section when there is one."""
     by_site: dict[tuple[object, object, object], list[str]] = {}
     for f in report["findings"]:
         by_site.setdefault((f["op"], f["path"], f["line"]), []).append(f"{f['code']}x{f['count']}")
@@ -151,4 +158,5 @@ def summary(report: dict[str, list[dict[str, object]]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     total = sum(int(f["count"]) for f in report["findings"])  # type: ignore[call-overload]
-    return "\n".join(["kvlint probe summary", *lines, f"{len(rows) - 1} call site(s), {total} finding(s)"])
+    return "\n".join(["kvlint probe summary", *lines, f"{len(rows) - 1} call site(s), {total} finding(s)",
+                      *section_lines(report.get("cache"))])

@@ -56,7 +56,7 @@ def test_json_report_has_exactly_the_documented_shape(probe, standin, tmp_path):
     user_calls.clean_calls(torch_npu)
     running.finish()
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report) == ["findings", "sites"]
+    assert list(report) == ["findings", "sites", "cache"]
     assert all(list(entry) == FINDING_KEYS for entry in report["findings"])
     assert all(list(entry) == SITE_KEYS for entry in report["sites"])
     missing = next(f for f in report["findings"] if f["code"] == "KVL203")
