@@ -1,0 +1,379 @@
+"""Following a name to the values its definitions give it: the reaching definitions of local names
+(``kvlint.flow``) with tuple unpacking and branches on ``x.dtype``, module constants and imports, the
+arguments same-module callers pass to a parameter (each caller a path of its own), the return values of
+same-module helpers with the caller's arguments bound, and ``self.x`` as the method or the class sets it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import replace
+
+from astroid import nodes
+
+from kvlint.evaluate import MAX_HOPS, ROOT, Context, values
+from kvlint.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
+from kvlint.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
+from kvlint.names import enclosing_class, is_self
+from kvlint.tensor_semantics import changed_in_place, combine, keyword_argument
+
+
+# Names ------------------------------------------------------------------------------------------------
+
+
+def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
+    """The values ``name`` has at ``use``: those its reaching definitions give it, each on its path."""
+    scope, _ = use.scope().lookup(name)
+    if isinstance(scope, (nodes.Lambda, nodes.ComprehensionScope)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    alts: list[Alt] = []
+    for definition, reached in reaching_definitions(name, use, path):
+        if isinstance(definition, Param):
+            alts.extend(_dtype_checked(name, use, 0, _parameter(definition, reached, context)))
+        elif definition is OUTER:
+            alts.extend(_dtype_checked(name, use, 0, _outer(name, use, reached, context)))
+        elif isinstance(definition, nodes.NodeNG):
+            found = _definition(definition, reached, context)
+            alts.extend(_dtype_checked(name, use, definition.lineno or 0, found))
+        else:
+            alts.append(Alt(UNKNOWN_VALUE, reached))
+    return alts
+
+
+def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
+    """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) on the path says about ``x``, for a definition
+    of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the path that
+    skipped the cast has an int32 ``x``."""
+    prefix = f"{name}.dtype == "
+    frame = use.frame()
+    checked = []
+    for alt in alts:
+        value: Value | None = alt.value
+        for (key_frame, text), taken in alt.path.choices:
+            dtype = DTYPES.get(text[len(prefix):]) if key_frame is frame and text.startswith(prefix) else None
+            if dtype is None or value is None or not value.tensor or not _tested_after(frame, text, defined_at):
+                continue
+            if taken is True:
+                value = value.retyped(dtype)
+            elif value.dtype == dtype:
+                value = None
+        if value is not None:
+            checked.append(Alt(value, alt.path))
+    return checked
+
+
+def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
+    """Every ``if`` of the frame on condition ``text`` comes after ``line``."""
+    tests = [branch for branch in frame.nodes_of_class(nodes.If) if condition(branch.test)[0][1] == text]
+    return bool(tests) and all(branch.lineno > line for branch in tests)
+
+
+def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
+    """The value a binding gives its name."""
+    if isinstance(binding, (nodes.AssignName, nodes.AssignAttr)):
+        statement = binding.statement()
+        if not isinstance(statement, (nodes.Assign, nodes.AnnAssign)) or statement.value is None:
+            return [Alt(UNKNOWN_VALUE, path)]
+        indices = _target_indices(binding, statement)
+        if indices is None:
+            return [Alt(UNKNOWN_VALUE, path)]
+        return _unpacked(statement.value, indices, path, context)
+    if isinstance(binding, nodes.AugAssign):
+        target = binding.target
+        if not isinstance(target, nodes.AssignName):
+            return [Alt(UNKNOWN_VALUE, path)]
+        before = lookup(target.name, binding, path, context)
+        return combine(before, binding.op[:-1], binding.value, path, context)
+    if mutated_name(binding) is not None:
+        before = lookup(mutated_name(binding), binding, path, context)
+        return [alt for previous in before for alt in changed_in_place(previous, binding, context)]
+    if isinstance(binding, (nodes.Import, nodes.ImportFrom)):
+        return [Alt(_imported(binding), path)]
+    if isinstance(binding, nodes.FunctionDef):
+        return [Alt(Value(function=binding), path)]
+    return [Alt(UNKNOWN_VALUE, path)]
+
+
+def _imported(statement: nodes.Import | nodes.ImportFrom) -> Value:
+    for imported, alias in statement.names:
+        if isinstance(statement, nodes.Import):
+            return Value(qualname=imported if alias else imported.split(".")[0])
+        if statement.level or imported == "*":
+            return UNKNOWN_VALUE
+        return Value(qualname=f"{statement.modname}.{imported}")
+    return UNKNOWN_VALUE
+
+
+def _target_indices(binding: nodes.AssignName, statement: nodes.NodeNG) -> tuple[int, ...] | None:
+    """Where a name sits in an unpacking target: ``a, (b, c) = ...`` gives c the indices (1, 1); None
+    for a starred target."""
+    indices: list[int] = []
+    node = binding
+    while node.parent is not statement:
+        parent = node.parent
+        if not isinstance(parent, (nodes.Tuple, nodes.List)):
+            return None
+        indices.append(next(i for i, elt in enumerate(parent.elts) if elt is node))
+        node = parent
+    return tuple(reversed(indices))
+
+
+def _unpacked(expr: nodes.NodeNG, indices: tuple[int, ...], path: Path, context: Context) -> list[Alt]:
+    if not indices:
+        return values(expr, path, context)
+    if isinstance(expr, (nodes.Tuple, nodes.List)):
+        if any(isinstance(e, nodes.Starred) for e in expr.elts) or indices[0] >= len(expr.elts):
+            return [Alt(UNKNOWN_VALUE, path)]
+        return _unpacked(expr.elts[indices[0]], indices[1:], path, context)
+    alts = values(expr, path, context)
+    for index in indices:
+        alts = [picked for alt in alts for picked in tuple_item(alt, index)]
+    return alts
+
+
+def tuple_item(alt: Alt, index: int) -> list[Alt]:
+    """The alternatives of one element of a tuple value, followed on the tuple's path."""
+    items = alt.value.items
+    if items is None or not -len(items) <= index < len(items):
+        return [Alt(UNKNOWN_VALUE, alt.path)]
+    element, context = items[index]
+    return values(element, alt.path, context)
+
+
+def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
+    """A parameter: the argument bound by the helper call being followed, else what same-module callers
+    pass (or the default when they omit it), each caller a path of its own, so that the parameters of one
+    function come from the same call. No caller in the module: unknown."""
+    bound = context.binding(param.function)
+    if bound is not None:
+        expr, caller_context = bound.get(param.name, (None, ROOT))
+        return values(expr, path, caller_context)
+    if context.hops >= MAX_HOPS:
+        return [Alt(UNKNOWN_VALUE, path)]
+    alts: list[Alt] = []
+    outer = replace(context, bindings=(), hops=context.hops + 1)
+    for call in callers(param.function):
+        through = path.choose((param.function, "<caller>"), call)
+        if through is None:
+            continue
+        arguments = bind_arguments(param.function, call)
+        expr = arguments.get(param.name) if arguments is not None else None
+        alts.extend(values(expr, through, outer))
+    return alts or [Alt(UNKNOWN_VALUE, path)]
+
+
+def _outer(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
+    """A name the frame does not bind: a module constant, import or function, else unknown."""
+    frame = use.frame()
+    if isinstance(frame, nodes.Module):
+        return [Alt(UNKNOWN_VALUE, path)]
+    scope = frame.parent.scope() if frame.parent is not None else None
+    while isinstance(scope, nodes.ClassDef):
+        scope = scope.parent.scope()
+    if not isinstance(scope, nodes.Module) or name in _global_names(scope):
+        return [Alt(UNKNOWN_VALUE, path)]
+    bindings = scope.locals.get(name, [])
+    if not bindings:
+        return [Alt(UNKNOWN_VALUE, path)]
+    alts: list[Alt] = []
+    for binding in bindings:
+        if isinstance(binding, nodes.AssignName) and binding.statement().parent is not scope:
+            alts.append(Alt(UNKNOWN_VALUE, path))
+        else:
+            alts.extend(_definition(binding, path, context))
+    return alts
+
+
+_GLOBALS: weakref.WeakKeyDictionary[nodes.Module, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _global_names(module: nodes.Module) -> frozenset[str]:
+    """Names some function rebinds with ``global``: their module value is not a constant."""
+    if module not in _GLOBALS:
+        _GLOBALS[module] = frozenset(n for g in module.nodes_of_class(nodes.Global) for n in g.names)
+    return _GLOBALS[module]
+
+
+# Self attributes --------------------------------------------------------------------------------------
+
+
+def self_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
+    """``self.x``: the assignment to it that reaches the use in the same method, else what the class
+    assigns anywhere."""
+    alts: list[Alt] = []
+    for definition, reached in reaching_definitions(f"{node.expr.name}.{node.attrname}", node, path):
+        if isinstance(definition, Param) or definition is OUTER:
+            alts.extend(_class_attribute(node, reached, context))
+        elif isinstance(definition, nodes.NodeNG):
+            alts.extend(_definition(definition, reached, context))
+        else:
+            alts.append(Alt(UNKNOWN_VALUE, reached))
+    return alts
+
+
+def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
+    """``self.x`` as the class sets it: its assignments in any method, ``register_buffer``, a class
+    constant or a property's returns. A None the class assigns is a placeholder: the value comes from
+    another assignment, or from outside the class (unknown)."""
+    cls = enclosing_class(node)
+    if cls is None:
+        return [Alt(UNKNOWN_VALUE, path)]
+    defined = [d for d in cls.locals.get(node.attrname, []) if not _annotation_only(d)]
+    assigned = _self_assignments(cls).get(node.attrname)
+    if defined:
+        if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and _is_property(defined[0]):
+            return returned(defined[0], None, path, context)
+        if len(defined) == 1 and isinstance(defined[0], nodes.AssignName) and not assigned:
+            return _definition(defined[0], path, context)
+        return [Alt(UNKNOWN_VALUE, path)]
+    if not assigned:
+        return [Alt(UNKNOWN_VALUE, path)]
+    alts = [alt for expr in assigned for alt in values(expr, path, replace(context, bindings=()))]
+    not_none = [alt for alt in alts if not alt.value.is_none]
+    return not_none or [Alt(UNKNOWN_VALUE, path)]
+
+
+def _annotation_only(binding: nodes.NodeNG) -> bool:
+    """``x: Tensor`` in a class body declares an attribute without giving it a value."""
+    return isinstance(binding, nodes.AssignName) and isinstance(binding.parent, nodes.AnnAssign) and (
+        binding.parent.value is None)
+
+
+_SELF_ASSIGNMENTS: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG | None]]:
+    """Attribute name -> the expressions the class's methods assign to ``self.<name>`` (None where the
+    assignment is not a plain one) and ``register_buffer`` registers."""
+    if cls in _SELF_ASSIGNMENTS:
+        return _SELF_ASSIGNMENTS[cls]
+    found: dict[str, list[nodes.NodeNG | None]] = {}
+    for method in cls.mymethods():
+        for target in method.nodes_of_class(nodes.AssignAttr):
+            if not is_self(target.expr):
+                continue
+            statement = target.parent
+            plain = isinstance(statement, (nodes.Assign, nodes.AnnAssign)) and statement.value is not None and (
+                not isinstance(statement, nodes.Assign) or any(t is target for t in statement.targets)
+            )
+            found.setdefault(target.attrname, []).append(statement.value if plain else None)
+        for call in method.nodes_of_class(nodes.Call):
+            func = call.func
+            if (isinstance(func, nodes.Attribute) and func.attrname == "register_buffer" and is_self(func.expr)
+                    and call.args and isinstance(call.args[0], nodes.Const) and isinstance(call.args[0].value, str)):
+                buffer = call.args[1] if len(call.args) > 1 else keyword_argument(call, "tensor")
+                found.setdefault(call.args[0].value, []).append(buffer)
+    _SELF_ASSIGNMENTS[cls] = found
+    return found
+
+
+# Same-module functions --------------------------------------------------------------------------------
+
+
+def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
+    """The same-module function a call reaches: a module function by name, or ``self.method(...)``."""
+    func = call.func
+    if isinstance(func, nodes.Name):
+        _, bindings = func.lookup(func.name)
+        if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef):
+            return bindings[0]
+        return None
+    if isinstance(func, nodes.Attribute) and is_self(func.expr):
+        cls = enclosing_class(call)
+        found = cls.locals.get(func.attrname, []) if cls is not None else []
+        if len(found) == 1 and isinstance(found[0], nodes.FunctionDef) and not _is_property(found[0]):
+            return found[0]
+    return None
+
+
+_CALLERS: weakref.WeakKeyDictionary[nodes.Module, dict[nodes.FunctionDef, list[nodes.Call]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def callers(function: nodes.FunctionDef) -> list[nodes.Call]:
+    """The calls in the module that reach ``function``."""
+    module = function.root()
+    if module not in _CALLERS:
+        index: dict[nodes.FunctionDef, list[nodes.Call]] = {}
+        for call in module.nodes_of_class(nodes.Call):
+            target = called_function(call)
+            if target is not None:
+                index.setdefault(target, []).append(call)
+        _CALLERS[module] = index
+    return _CALLERS[module].get(function, [])
+
+
+def _decorator_names(function: nodes.FunctionDef) -> set[str]:
+    if not function.decorators:
+        return set()
+    return {d.as_string().rpartition(".")[2] for d in function.decorators.nodes}
+
+
+def _is_property(function: nodes.FunctionDef) -> bool:
+    return bool({"property", "cached_property"} & _decorator_names(function))
+
+
+def bind_arguments(function: nodes.FunctionDef, call: nodes.Call) -> dict[str, nodes.NodeNG | None] | None:
+    """The expression each parameter receives at ``call`` (the default when omitted, None when the call does
+    not show it); None when the call passes ``*args`` or ``**kwargs``."""
+    if any(isinstance(a, nodes.Starred) for a in call.args) or any(k.arg is None for k in call.keywords or ()):
+        return None
+    if function.args.args is None:
+        return None
+    params = function.args.posonlyargs + function.args.args
+    if isinstance(call.func, nodes.Attribute) and "staticmethod" not in _decorator_names(function):
+        params = params[1:]
+    if len(call.args) > len(params):
+        return None
+    bound: dict[str, nodes.NodeNG | None] = {p.name: a for p, a in zip(params, call.args)}
+    bound.update({k.arg: k.value for k in call.keywords or ()})
+    positional_defaults = function.args.defaults
+    for param, default in zip(params[len(params) - len(positional_defaults):], positional_defaults):
+        bound.setdefault(param.name, default)
+    for param, default in zip(function.args.kwonlyargs, function.args.kw_defaults):
+        if default is not None:
+            bound.setdefault(param.name, default)
+    return bound
+
+
+def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, context: Context) -> list[Alt]:
+    """What a helper returns, with the call's arguments bound to its parameters."""
+    if context.binding(function) is not None or function.is_generator() or context.hops >= MAX_HOPS:
+        return [Alt(UNKNOWN_VALUE, path)]
+    arguments = {} if call is None else bind_arguments(function, call)
+    if arguments is None:
+        return [Alt(UNKNOWN_VALUE, path)]
+    bound = {name: (expr, context) for name, expr in arguments.items()}
+    inner = replace(context, bindings=context.bindings + ((function, bound),), hops=context.hops + 1)
+    alts: list[Alt] = []
+    returns = [r for r in function.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+               if r.frame() is function]
+    if not any(r.value is not None for r in returns):
+        return [Alt(UNKNOWN_VALUE, path)]
+    for statement in returns:
+        reached = _branch_path(statement, function, path)
+        if reached is None:
+            continue
+        if statement.value is None:
+            alts.append(Alt(constant(None), reached))
+        else:
+            alts.extend(values(statement.value, reached, inner))
+    return alts
+
+
+def _branch_path(statement: nodes.NodeNG, frame: nodes.NodeNG, path: Path) -> Path | None:
+    """``path`` extended by the branches that lead to ``statement`` inside ``frame``."""
+    node = statement
+    while node.parent is not None and node.parent is not frame:
+        parent = node.parent
+        if isinstance(parent, nodes.If) and node is not parent.test:
+            key, polarity = condition(parent.test)
+            extended = path.choose(key, any(s is node for s in parent.body) == polarity)
+            if extended is None:
+                return None
+            path = extended
+        node = parent
+    return path
