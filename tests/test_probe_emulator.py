@@ -34,6 +34,8 @@ def emulated(probe):
     runtime_probe.deactivate()
     if previous is not None:
         sys.modules["torch_npu"] = previous
+    else:
+        sys.modules.pop("torch_npu", None)
 
 
 def test_every_access_path_is_probed_and_agrees_with_the_reference(emulated):
