@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 from collections.abc import Callable, Iterator, Sequence
+
+from astroid import MANAGER
 
 from kvlint import __version__
 from kvlint.config import ConfigError, parse_names, parse_wrappers
@@ -31,6 +34,25 @@ def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str]
 
     convert.__name__ = option.lstrip("-")
     return convert
+
+
+_heap_frozen = False
+
+
+def _freeze_astroid_bootstrap() -> None:
+    """Once per flake8 process, after astroid has built its ``builtins`` module, take the objects alive now
+    out of the garbage collector's generations (``gc.collect()`` first, so no garbage is frozen).
+
+    astroid's builtins are about 95,000 long-lived objects; without this, every full collection of flake8's
+    own garbage walks them again, which was most of the plugin's overhead (flake8 1.09-1.11x without,
+    1.03x with; benchmarks/RESULTS.md). Done here, in flake8's process, and not in the engine, so that a
+    program using kvlint as a library keeps its heap as it is.
+    """
+    global _heap_frozen
+    if not _heap_frozen and "builtins" in MANAGER.astroid_cache:
+        gc.collect()
+        gc.freeze()
+        _heap_frozen = True
 
 
 class Plugin:
@@ -67,6 +89,7 @@ class Plugin:
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         source = "".join(self.lines)
         findings = lint_source(source, self.filename, self.settings)
+        _freeze_astroid_bootstrap()
         if findings:
             findings = read_suppressions(source).filter(findings, honour_noqa=False)
         for finding in findings:
