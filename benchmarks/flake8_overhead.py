@@ -36,27 +36,11 @@ from flake8.main.cli import main
 sys.exit(main())
 """
 NOTHING = "no-such-distribution"
-FREEZE = """
-import gc
-from astroid.manager import AstroidManager
-_bootstrap = AstroidManager.bootstrap
-def bootstrap(self):
-    _bootstrap(self)
-    gc.freeze()
-AstroidManager.bootstrap = bootstrap
-"""
-"""The experiment of ``--gc-freeze``: move astroid's builtins module (about 100,000 objects, built once per
-process by the first file the text gate lets through) out of the garbage collector's reach, so that every
-later full collection of flake8's own garbage does not walk it again."""
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", help="corpus folder to build in (default: a new temporary folder)")
     parser.add_argument("--runs", type=int, default=5, help="rounds per command (default 5)")
     parser.add_argument("--update-results", action="store_true", help="write the section of benchmarks/RESULTS.md")
-    parser.add_argument("--gc-freeze", action="store_true",
-                        help="also time the plugin with gc.freeze() after astroid's bootstrap (a proposed fix)")
     args = parser.parse_args(argv)
     package, summary = corpus.ensure(args.corpus)
     py = harness.python()
@@ -65,9 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         "flake8 (kvlint not registered)": [py, "-c", LAUNCHER, "kvlint", *common],
         "flake8 (KVL plugin registered)": [py, "-c", LAUNCHER, NOTHING, *common],
     }
-    if args.gc_freeze:
-        commands["flake8 (KVL plugin, gc.freeze after astroid bootstrap)"] = [
-            py, "-c", FREEZE + LAUNCHER, NOTHING, *common]
     cwd = package.parent
     machine = harness.machine()
     series = harness.compare(commands, args.runs, cwd=cwd, warmup=False)
@@ -84,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Measured {machine}",
         "",
-        f"`python benchmarks/flake8_overhead.py --runs {args.runs}{' --gc-freeze' if args.gc_freeze else ''}` "
+        f"`python benchmarks/flake8_overhead.py --runs {args.runs}` "
         f"on the corpus: {corpus.describe(summary)}. "
         f"Both runs report the same {len(plain)} default messages; the plugin run adds {len(kvl)} KVL messages.",
         "",
@@ -92,10 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- **flake8 with the KVL plugin / without: {cpu_ratio:.3f} CPU, {wall_ratio:.3f} wall** (target <= 1.10).",
     ])
-    if args.gc_freeze:
-        frozen = series["flake8 (KVL plugin, gc.freeze after astroid bootstrap)"]
-        body += (f"\n- with `gc.freeze()` after astroid's bootstrap (proposed fix, not in kvlint): "
-                 f"{frozen.cpu / base.cpu:.3f} CPU, {frozen.wall / base.wall:.3f} wall.")
     print(body)
     if args.update_results:
         harness.update_results("flake8_overhead", body)
