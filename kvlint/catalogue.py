@@ -182,9 +182,6 @@ IFA_PFA_SPELLINGS: dict[str, dict[str, str | None]] = {
 }
 """IFA/PFA keyword -> the FIA v1 / v2 spelling (None: the concept does not exist in that version)."""
 
-FA_BAND_SPELLINGS: dict[str, str] = {"pre_tokens": "pre_tockens", "next_tokens": "next_tockens"}
-"""npu_fusion_attention spells the band arguments with a 'c' (torch_npu_ops.md section 4)."""
-
 FIA_LAYOUTS = frozenset(
     "BSH BSND BNSD TND NTD BNSD_BSND BSH_BNSD BSND_BNSD NTD_TND BSH_NBSD BSND_NBSD BNSD_NBSD TND_NTD NSD".split()
 )
