@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from astroid import nodes
 
-from kvlint.facts import UNKNOWN_VALUE, Alt, Value
+from kvlint.facts import NO_CONSTANT, UNKNOWN_VALUE, Alt, Value
 from kvlint.flow import EMPTY, Path
 
 MAX_ALTERNATIVES = 16
@@ -74,6 +74,22 @@ def values(expr: nodes.NodeNG | None, path: Path = EMPTY, context: Context = ROO
     if len(unique) > MAX_ALTERNATIVES:
         return [Alt(UNKNOWN_VALUE, path)]
     return unique
+
+
+def literal(expr: nodes.NodeNG | None) -> object:
+    """The one constant ``expr`` has on every path, or NO_CONSTANT.
+
+    This is what the KVL1xx rules call a literal value: a literal, a module constant, or a name whose reaching
+    assignments (and same-module callers) all give the same constant. Different constants on different
+    paths, or anything the code does not prove, give NO_CONSTANT and those rules stay silent.
+    """
+    constants = [alt.value.const for alt in values(expr)]
+    if not constants or any(const is NO_CONSTANT for const in constants):
+        return NO_CONSTANT
+    first = constants[0]
+    if all(type(const) is type(first) and const == first for const in constants):
+        return first
+    return NO_CONSTANT
 
 
 def mapped(alts: list[Alt], change: Callable[[Value], Value]) -> list[Alt]:

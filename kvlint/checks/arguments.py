@@ -28,7 +28,7 @@ from kvlint.catalogue import (
     SCALE_PARAM,
 )
 from kvlint.finding import Issue
-from kvlint.values import UNKNOWN, literal
+from kvlint.evaluate import literal
 
 _ANY_SCALE = frozenset(SCALE_PARAM.values())
 _ANY_NUM_HEADS = frozenset(NUM_HEADS_PARAM.values())
