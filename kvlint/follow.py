@@ -14,8 +14,8 @@ from astroid import nodes
 from kvlint.evaluate import MAX_HOPS, ROOT, Context, values
 from kvlint.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
 from kvlint.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
-from kvlint.names import enclosing_class, is_self
-from kvlint.tensor_semantics import changed_in_place, combine, keyword_argument
+from kvlint.names import enclosing_class, is_self, self_assignments
+from kvlint.tensor_semantics import changed_in_place, combine
 
 
 # Names ------------------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> lis
     if cls is None:
         return [Alt(UNKNOWN_VALUE, path)]
     defined = [d for d in cls.locals.get(node.attrname, []) if not _annotation_only(d)]
-    assigned = _self_assignments(cls).get(node.attrname)
+    assigned = self_assignments(cls).get(node.attrname)
     if defined:
         if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and _is_property(defined[0]):
             return returned(defined[0], None, path, context)
@@ -237,36 +237,6 @@ def _annotation_only(binding: nodes.NodeNG) -> bool:
     """``x: Tensor`` in a class body declares an attribute without giving it a value."""
     return isinstance(binding, nodes.AssignName) and isinstance(binding.parent, nodes.AnnAssign) and (
         binding.parent.value is None)
-
-
-_SELF_ASSIGNMENTS: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG | None]]:
-    """Attribute name -> the expressions the class's methods assign to ``self.<name>`` (None where the
-    assignment is not a plain one) and ``register_buffer`` registers."""
-    if cls in _SELF_ASSIGNMENTS:
-        return _SELF_ASSIGNMENTS[cls]
-    found: dict[str, list[nodes.NodeNG | None]] = {}
-    for method in cls.mymethods():
-        for target in method.nodes_of_class(nodes.AssignAttr):
-            if not is_self(target.expr):
-                continue
-            statement = target.parent
-            plain = isinstance(statement, (nodes.Assign, nodes.AnnAssign)) and statement.value is not None and (
-                not isinstance(statement, nodes.Assign) or any(t is target for t in statement.targets)
-            )
-            found.setdefault(target.attrname, []).append(statement.value if plain else None)
-        for call in method.nodes_of_class(nodes.Call):
-            func = call.func
-            if (isinstance(func, nodes.Attribute) and func.attrname == "register_buffer" and is_self(func.expr)
-                    and call.args and isinstance(call.args[0], nodes.Const) and isinstance(call.args[0].value, str)):
-                buffer = call.args[1] if len(call.args) > 1 else keyword_argument(call, "tensor")
-                found.setdefault(call.args[0].value, []).append(buffer)
-    _SELF_ASSIGNMENTS[cls] = found
-    return found
 
 
 # Same-module functions --------------------------------------------------------------------------------

@@ -104,30 +104,39 @@ def self_attribute_value(expr: nodes.Attribute) -> list[nodes.NodeNG] | None:
     cls = enclosing_class(expr)
     if cls is None or expr.attrname in cls.locals:
         return None
-    return _plain_self_assignments(cls).get(expr.attrname) or None
+    assigned = self_assignments(cls).get(expr.attrname)
+    if not assigned or any(value is None for value in assigned):
+        return None
+    return assigned
 
 
-_SELF_VALUES: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG] | None]] = (
+_SELF_ASSIGNMENTS: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _plain_self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG] | None]:
-    """Attribute -> the values the class's methods assign to ``self.<attr>`` (None when one assignment
-    is not a plain one), computed once per class."""
-    if cls in _SELF_VALUES:
-        return _SELF_VALUES[cls]
-    found: dict[str, list[nodes.NodeNG] | None] = {}
+def self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG | None]]:
+    """Attribute name -> the expressions the class's methods assign to ``self.<name>`` (None where the
+    assignment is not a plain one, e.g. tuple unpacking or ``+=``) and ``register_buffer`` registers;
+    computed once per class."""
+    if cls in _SELF_ASSIGNMENTS:
+        return _SELF_ASSIGNMENTS[cls]
+    found: dict[str, list[nodes.NodeNG | None]] = {}
     for method in cls.mymethods():
-        for assign in method.nodes_of_class(nodes.AssignAttr):
-            if not is_self(assign.expr) or (assign.attrname in found and found[assign.attrname] is None):
+        for target in method.nodes_of_class(nodes.AssignAttr):
+            if not is_self(target.expr):
                 continue
-            statement = assign.parent
-            if isinstance(statement, nodes.Assign) and any(t is assign for t in statement.targets):
-                found.setdefault(assign.attrname, []).append(statement.value)
-            elif isinstance(statement, nodes.AnnAssign) and statement.value is not None:
-                found.setdefault(assign.attrname, []).append(statement.value)
-            else:
-                found[assign.attrname] = None
-    _SELF_VALUES[cls] = found
+            statement = target.parent
+            plain = isinstance(statement, (nodes.Assign, nodes.AnnAssign)) and statement.value is not None and (
+                not isinstance(statement, nodes.Assign) or any(t is target for t in statement.targets)
+            )
+            found.setdefault(target.attrname, []).append(statement.value if plain else None)
+        for call in method.nodes_of_class(nodes.Call):
+            func = call.func
+            if (isinstance(func, nodes.Attribute) and func.attrname == "register_buffer" and is_self(func.expr)
+                    and call.args and isinstance(call.args[0], nodes.Const) and isinstance(call.args[0].value, str)):
+                buffer = call.args[1] if len(call.args) > 1 else next(
+                    (k.value for k in call.keywords or () if k.arg == "tensor"), None)
+                found.setdefault(call.args[0].value, []).append(buffer)
+    _SELF_ASSIGNMENTS[cls] = found
     return found
