@@ -12,7 +12,6 @@ import pytest
 
 from kvlint.config import Config, ConfigError, find_config, load_config, parse_per_file_ignores, parse_wrappers
 from kvlint.engine import DEFAULT_KV_LEN_NAMES
-from tests.fixture_files import FIXTURES
 
 WRAPPED = textwrap.dedent('''\
     from mypkg.ops import fa
@@ -42,11 +41,6 @@ TWO_RULES = textwrap.dedent('''\
         return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, input_layout="bnsd")
 ''')
 """KVL104 (no scale) and KVL106 (lower-case layout) on line 5."""
-
-
-def implemented(code: str) -> bool:
-    """A rule counts as implemented by the engine once its flagged fixtures exist."""
-    return any((FIXTURES / code).glob("flagged_*.py"))
 
 
 def run(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -193,8 +187,6 @@ def test_extra_fa_wrappers_in_all_three_front_ends(tmp_path: Path) -> None:
 
 
 def test_kv_len_names_in_all_three_front_ends(tmp_path: Path) -> None:
-    if not implemented("KVL305"):
-        pytest.skip("KVL305 has no flagged fixtures yet: the engine does not implement it")
     project(tmp_path, {"m.py": LAYER})
     assert cli_codes(tmp_path, "m.py") == []
     project(tmp_path, {

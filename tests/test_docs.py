@@ -15,16 +15,10 @@ from kvlint.fix import FIXABLE, fix_source
 from kvlint.rule_docs import DOCS
 from kvlint.ruleset import STATIC_RULES, Rule
 from tests.conftest import ROOT
-from tests.fixture_files import FIXTURES
 
 PAGES = ROOT / "docs" / "rules"
 SECTIONS = ["## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Autofix",
             "## Suppression", "## References"]
-
-
-def implemented_codes() -> set[str]:
-    """Rules the engine implements: those whose flagged fixtures exist (KVL000 is the parser's)."""
-    return {"KVL000"} | {path.parent.name for path in FIXTURES.glob("KVL*/flagged_*.py")}
 
 
 def ids(entry: Rule) -> str:
@@ -82,19 +76,14 @@ def test_page_examples_are_the_linted_examples(entry: Rule) -> None:
 
 @pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
 def test_bad_example_is_reported_with_exactly_its_code_and_good_example_is_clean(entry: Rule) -> None:
-    """Judged on the rules the engine implements: a rule without flagged fixtures expects nothing yet."""
-    implemented = implemented_codes()
-    expected = {entry.code} & implemented
-    bad = {f.code for f in lint_source(DOCS[entry.code].bad, f"{entry.code}_bad.py")} & implemented
-    good = {f.code for f in lint_source(DOCS[entry.code].good, f"{entry.code}_good.py")} & implemented
-    assert bad == expected
+    bad = {f.code for f in lint_source(DOCS[entry.code].bad, f"{entry.code}_bad.py")}
+    good = {f.code for f in lint_source(DOCS[entry.code].good, f"{entry.code}_good.py")}
+    assert bad == {entry.code}
     assert good == set()
 
 
 @pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.code in FIXABLE], ids=ids)
 def test_autofix_turns_the_bad_example_into_the_fixed_one(entry: Rule) -> None:
-    if entry.code not in implemented_codes():
-        pytest.skip(f"{entry.code} has no flagged fixtures yet: the engine reports nothing to fix")
     bad = DOCS[entry.code].bad
     findings = [f for f in lint_source(bad, "example.py") if f.code == entry.code]
     assert fix_source(bad, findings, "example.py").fixed == DOCS[entry.code].good
