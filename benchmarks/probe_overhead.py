@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from kvlint.catalogue import FIA_V1
+from kvlint.catalogue.operators import FIA_V1
 from kvlint.runtime_probe import emulator
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.config import Settings

@@ -17,7 +17,7 @@ from astroid.const import Context
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from kvlint.callsite import CallSite, call_site, keyword_dict
-from kvlint.catalogue import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
+from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.finding import Finding
 from kvlint.fix import INT64_NAMES, INT_FACTORIES, SHAPE_METHODS
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from astroid import nodes
 from astroid.const import Context
 
-from kvlint.catalogue import OPERATORS, Operator, lookup
+from kvlint.catalogue.operators import OPERATORS, Operator, lookup
 from kvlint.evaluate import values
 from kvlint.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.flow import EMPTY, Path

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvlint.catalogue import OPERATORS
+from kvlint.catalogue.operators import OPERATORS
 from kvlint.engine import DEFAULT_KV_LEN_NAMES, Settings
 
 if sys.version_info >= (3, 11):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from astroid import nodes
 
-from kvlint.ruleset import RULES, Rule
+from kvlint.catalogue.rules import RULES, Rule
 
 
 @dataclass(frozen=True, order=True)

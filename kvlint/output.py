@@ -18,7 +18,7 @@ from pathlib import Path
 from kvlint import __version__
 from kvlint.docs import DOCS_HOME, doc_url, full_description, help_text, render_page
 from kvlint.finding import Finding
-from kvlint.ruleset import RULES, STATIC_RULES, Rule
+from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
 
 FORMATS = ("text", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pylint.reporters.base_reporter import BaseReporter
 
 from kvlint.output import RuleDescriptor, SarifLog
-from kvlint.ruleset import STATIC_RULES
+from kvlint.catalogue.rules import STATIC_RULES
 
 if TYPE_CHECKING:
     from pylint.message import Message

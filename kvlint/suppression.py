@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kvlint.finding import Finding
-from kvlint.ruleset import BY_SYMBOL
+from kvlint.catalogue.rules import BY_SYMBOL
 
 # flake8's NOQA_INLINE_REGEXP, restricted to what kvlint needs: codes are letters followed by digits.
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from kvlint import _startup
-from kvlint.ruleset import ERROR
+from kvlint.catalogue.rules import ERROR
 from kvlint.runtime_probe.report import merge, summary, write_json
 
 USAGE = "python -m kvlint.runtime_probe SCRIPT [ARGS...] | --merge FILES... [-o OUT]"

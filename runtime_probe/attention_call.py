@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvlint import catalogue
+from kvlint.catalogue import operators
 from kvlint.runtime_probe.layouts import (
     Layout,
     batch_lengths,
@@ -103,7 +103,7 @@ def attention(
     """(attention_out, softmax_lse) of the call. No autograd graph: an inference reference must not keep
     every score tile alive for a backward pass."""
     layout = parse_layout(call.layout)
-    if call.layout not in catalogue.LAYOUTS[call.op]:
+    if call.layout not in operators.LAYOUTS[call.op]:
         raise ValueError(f"{call.op} does not accept input_layout={call.layout!r}")
     heads, kv_heads = call.heads, call.kv_heads or call.heads
     if heads <= 0 or kv_heads <= 0 or heads % kv_heads:
@@ -232,7 +232,7 @@ def _batches(
     q_view = split_heads(query, form, heads)
     rope_view = None if call.query_rope is None else split_heads(call.query_rope, form, heads)
     out_view = split_heads(out, layout.output, heads)
-    q_name = catalogue.QUERY_LENGTHS_PARAM.get(call.op, "actual_seq_lengths")
+    q_name = operators.QUERY_LENGTHS_PARAM.get(call.op, "actual_seq_lengths")
     if layout.varlen:
         spans = cumulative_spans(call.q_lengths, q_view.shape[1], q_name)
         queries = [q_view[:, start:stop] for start, stop in spans]
@@ -331,7 +331,7 @@ def _contiguous_readers(
     value_params: Dequant | None,
 ) -> tuple[list[int], Reader, Reader]:
     """KV lengths and readers of ordinary key/value tensors (cumulative lengths for TND/NTD)."""
-    form, name = layout.inputs, catalogue.KV_LENGTHS_PARAM[call.op]
+    form, name = layout.inputs, operators.KV_LENGTHS_PARAM[call.op]
     key_view, value_view = split_heads(key, form, kv_heads), split_heads(value, form, kv_heads)
     if key_view.shape[:-1] != value_view.shape[:-1]:
         raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} differ in more than D")
@@ -372,7 +372,7 @@ def _paged_readers(
 ) -> tuple[list[int], Reader, Reader]:
     """KV lengths and readers of paged caches. The KV lengths are per batch, also with TND queries
     (reference_semantics.md section 3 and section 10, point 4: the vllm-ascend convention)."""
-    name, table, block_size = catalogue.KV_LENGTHS_PARAM[call.op], call.block_table, call.block_size
+    name, table, block_size = operators.KV_LENGTHS_PARAM[call.op], call.block_table, call.block_size
     if block_size <= 0:
         raise ValueError(f"block_size={block_size} must be positive with a block_table")
     if call.kv_lengths is None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from kvlint.catalogue import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
+from kvlint.catalogue.operators import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
 from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)

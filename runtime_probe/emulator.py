@@ -1,7 +1,7 @@
 """CPU emulator of torch_npu: the ``npu`` operators registered with ``torch.library``, and a ``torch_npu``
 module that exposes them, so NPU model code runs and is tested on machines without an NPU.
 
-The operators are defined from the verbatim schema strings of ``kvlint.schemas``, so the dispatcher
+The operators are defined from the verbatim schema strings of ``kvlint.catalogue.schemas``, so the dispatcher
 accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads`` on FIA v1 raises
 ``RuntimeError``). CPU kernels come from ``kvlint.runtime_probe.reference``; fake kernels give the output
 shapes so ``torch.compile`` and FakeTensor tracing work. Operators without a reference raise
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from kvlint import catalogue
+from kvlint.catalogue import operators
 from kvlint.runtime_probe import reference
 from kvlint.runtime_probe.attention_call import lse_dtype
 from kvlint.runtime_probe.layouts import parse_layout, result_shapes
@@ -28,16 +28,16 @@ MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
 
 REFERENCES: dict[str, Callable[..., object]] = {
-    catalogue.FIA_V1: reference.fused_infer_attention_score,
-    catalogue.FIA_V2: reference.fused_infer_attention_score_v2,
-    catalogue.IFA: reference.incre_flash_attention,
-    catalogue.PFA: reference.prompt_flash_attention,
+    operators.FIA_V1: reference.fused_infer_attention_score,
+    operators.FIA_V2: reference.fused_infer_attention_score_v2,
+    operators.IFA: reference.incre_flash_attention,
+    operators.PFA: reference.prompt_flash_attention,
     "scatter_update": reference.scatter_update,
     "scatter_update_": reference.scatter_update_,
     "npu_scatter_nd_update": reference.npu_scatter_nd_update,
     "npu_scatter_nd_update_": reference.npu_scatter_nd_update_,
 }
-LSE_FLAG = {catalogue.FIA_V1: "softmax_lse_flag", catalogue.FIA_V2: "return_softmax_lse"}
+LSE_FLAG = {operators.FIA_V1: "softmax_lse_flag", operators.FIA_V2: "return_softmax_lse"}
 FUNCTIONAL_FORM = {"scatter_update_": "scatter_update", "npu_scatter_nd_update_": "npu_scatter_nd_update"}
 """In-place operator -> its out-of-place twin. torch.compile cannot functionalise a custom operator that
 returns ``Tensor(a!)``, so tracing decomposes the in-place one into the twin plus ``copy_``; eager CPU calls
@@ -75,14 +75,14 @@ def install() -> types.ModuleType:
 
 
 def _register() -> torch.library.Library:
-    taken = [name for name in catalogue.OPERATORS if hasattr(getattr(torch.ops, NAMESPACE), name)]
+    taken = [name for name in operators.OPERATORS if hasattr(getattr(torch.ops, NAMESPACE), name)]
     if taken:
         raise RuntimeError(
             f"{NAMESPACE}::{taken[0]} is already registered (by torch_npu or another library); "
             "the kvlint emulator does not replace it"
         )
     library = torch.library.Library(NAMESPACE, "DEF")
-    for op in catalogue.OVERLOADS.values():
+    for op in operators.OVERLOADS.values():
         library.define(op.schema)
         kernel, fake = _kernels(op)
         library.impl(op.qualified, kernel, "CPU")
@@ -97,17 +97,17 @@ def _module() -> types.ModuleType:
     """A ``torch_npu`` whose operator attributes are the ``torch.ops.npu`` packets themselves."""
     module = types.ModuleType(MODULE_NAME, "CPU emulation of torch_npu by kvlint (KVLINT_EMULATE=1).")
     setattr(module, MARKER, True)
-    for name in catalogue.OPERATORS:
+    for name in operators.OPERATORS:
         setattr(module, name, getattr(getattr(torch.ops, NAMESPACE), name))
     return module
 
 
-def _kernels(op: catalogue.Operator) -> tuple[Callable[..., object], Callable[..., object]]:
+def _kernels(op: operators.Operator) -> tuple[Callable[..., object], Callable[..., object]]:
     """(CPU kernel, fake kernel) of one overload."""
     function = REFERENCES.get(op.name)
     if function is None:
         return _unimplemented(op), _unimplemented(op)
-    if op.name in LSE_FLAG or op.name in (catalogue.IFA, catalogue.PFA):
+    if op.name in LSE_FLAG or op.name in (operators.IFA, operators.PFA):
         fake = _attention_fake(op.name)
         if op.overload == "out":
             return _out_kernel(function), _out_kernel(fake)
@@ -122,7 +122,7 @@ def _decomposed(functional: str) -> Callable[..., torch.Tensor]:
     return kernel
 
 
-def _unimplemented(op: catalogue.Operator) -> Callable[..., object]:
+def _unimplemented(op: operators.Operator) -> Callable[..., object]:
     def kernel(*args: object, **kwargs: object) -> object:
         raise NotImplementedError(f"the kvlint emulator has no implementation of torch_npu.{op.qualified}")
 
@@ -146,7 +146,7 @@ def _attention_fake(name: str) -> Callable[..., object]:
 
     def fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> object:
         args = reference.bind(name, keywords)
-        heads = args[catalogue.NUM_HEADS_PARAM[name]]
+        heads = args[operators.NUM_HEADS_PARAM[name]]
         kv_heads = args["num_key_value_heads"] or heads
         with_lse = bool(args.get(LSE_FLAG.get(name), False))
         paged = args.get("block_table") is not None

@@ -22,7 +22,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, Protocol
 
-from kvlint.catalogue import OPERATORS, lookup
+from kvlint.catalogue.operators import OPERATORS, lookup
 
 
 class Runner(Protocol):

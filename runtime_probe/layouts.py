@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvlint.catalogue import FIA_LAYOUTS
+from kvlint.catalogue.operators import FIA_LAYOUTS
 
 VARLEN_FORMS = frozenset({"TND", "NTD"})
 

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import torch
 
-from kvlint.catalogue import (
+from kvlint.catalogue.operators import (
     INFERENCE_ATTENTION,
     KV_LENGTHS_PARAM,
     LAYOUTS,

@@ -14,7 +14,7 @@ from typing import Any
 
 from torch._ops import OpOverload, OpOverloadPacket
 
-from kvlint.catalogue import lookup
+from kvlint.catalogue.operators import lookup
 
 
 class ProbedOverload(OpOverload):

@@ -30,8 +30,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kvlint.catalogue import lookup
-from kvlint.ruleset import ERROR, RULES
+from kvlint.catalogue.operators import lookup
+from kvlint.catalogue.rules import ERROR, RULES
 from kvlint.runtime_probe import ProbeError
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env

@@ -1,7 +1,7 @@
 """Exact float32 reference of the torch_npu inference-attention and KV-cache write operators.
 
 Each public function takes the operator's own positional and keyword arguments, with the defaults of the
-registered schema (``kvlint.catalogue``), and returns what the operator returns. Computation runs on the
+registered schema (``kvlint.catalogue.operators``), and returns what the operator returns. Computation runs on the
 inputs' device in float32 (float64 when the query is float64) with a block-wise online softmax, so no
 [S1, S2] score matrix is ever built; it runs without autograd (an inference reference must not keep
 every score tile alive for a backward pass). Options that are not implemented raise ``NotImplementedError``
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kvlint import catalogue
+from kvlint.catalogue import operators
 from kvlint.runtime_probe.attention_call import AttentionCall, attention
 from kvlint.runtime_probe.cache_writes import (
     npu_scatter_nd_update,
@@ -35,19 +35,19 @@ __all__ = [
 ]
 
 _NOT_IMPLEMENTED = {
-    catalogue.FIA_V1: (
+    operators.FIA_V1: (
         "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2",
         "query_padding_size", "kv_padding_size",
     ),
-    catalogue.FIA_V2: (
+    operators.FIA_V2: (
         "dequant_scale_query", "quant_scale_out", "quant_offset_out", "quant_scale_p", "query_dtype",
         "key_dtype", "value_dtype", "query_rope_dtype", "key_rope_dtype", "dequant_scale_query_dtype",
         "dequant_scale_key_dtype", "dequant_scale_value_dtype", "out_dtype",
     ),
-    catalogue.IFA: (
+    operators.IFA: (
         "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "kv_padding_size",
     ),
-    catalogue.PFA: ("deq_scale1", "quant_scale1", "deq_scale2", "quant_scale2", "quant_offset2"),
+    operators.PFA: ("deq_scale1", "quant_scale1", "deq_scale2", "quant_scale2", "quant_offset2"),
 }  # fmt: skip
 """Arguments (quantised input/output, left padding, dtype reinterpretation) that must stay None.
 Reserved arguments that the device ignores (``padding_mask``, ``key_rope_antiquant_scale``,
@@ -57,7 +57,7 @@ hint; this reference is exact) are accepted and ignored."""
 
 def bind(op_name: str, keywords: dict[str, object]) -> dict[str, object]:
     """All keyword-only arguments of ``op_name``: the given ones, the rest from the schema defaults."""
-    op = catalogue.lookup(op_name)
+    op = operators.lookup(op_name)
     accepted = {p.name for p in op.params if p.kw_only}
     unknown = sorted(set(keywords) - accepted)
     if unknown:
@@ -83,7 +83,7 @@ def fused_infer_attention_score(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``npu_fused_infer_attention_score`` (v1): returns (attention_out, softmax_lse)."""
-    op = catalogue.FIA_V1
+    op = operators.FIA_V1
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
     split = a["key_antiquant_scale"] is not None or a["value_antiquant_scale"] is not None
@@ -130,7 +130,7 @@ def fused_infer_attention_score_v2(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``npu_fused_infer_attention_score_v2``: returns (attention_out, softmax_lse); adds learnable_sink."""
-    op = catalogue.FIA_V2
+    op = operators.FIA_V2
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
     if a["query_quant_mode"] != 0:
@@ -172,7 +172,7 @@ def incre_flash_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
 ) -> torch.Tensor:
     """``npu_incre_flash_attention`` (decode): its ``actual_seq_lengths`` are the KV lengths."""
-    op = catalogue.IFA
+    op = operators.IFA
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
     key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"], False)
@@ -212,7 +212,7 @@ def prompt_flash_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object
 ) -> torch.Tensor:
     """``npu_prompt_flash_attention`` (prefill). Note its default ``next_tokens=0``."""
-    op = catalogue.PFA
+    op = operators.PFA
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
     out, _ = attention(

@@ -8,7 +8,7 @@ The JSON shape is a public contract::
 
 ``cache`` (the KV bytes the attention calls read per step) is described in ``cache_summary``.
 
-Codes, symbols and severities come from ``kvlint.ruleset`` only. A finding is printed on stderr the first
+Codes, symbols and severities come from ``kvlint.catalogue.rules`` only. A finding is printed on stderr the first
 time its (site, code) occurs; later occurrences are counted.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvlint.ruleset import RULES
+from kvlint.catalogue.rules import RULES
 from kvlint.runtime_probe.cache_summary import merge_sections, section_lines
 
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvlint.ruleset import STATIC_RULES
+from kvlint.catalogue.rules import STATIC_RULES
 
 Triple = tuple[str, int, str]
 _CODE_BY_MSGID = {rule.pylint_msgid: rule.code for rule in STATIC_RULES if rule.pylint_msgid}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlint.catalogue import (
+from kvlint.catalogue.operators import (
     FIA_V1,
     FIA_V2,
     INFERENCE_ATTENTION,
@@ -15,8 +15,8 @@ from kvlint.catalogue import (
     lookup,
     parse_schema,
 )
-from kvlint.ruleset import RULES, STATIC_RULES
-from kvlint.schemas import SCHEMAS
+from kvlint.catalogue.rules import RULES, STATIC_RULES
+from kvlint.catalogue.schemas import SCHEMAS
 
 REQUIRED = [
     ("npu_fused_infer_attention_score", "default"), ("npu_fused_infer_attention_score", "out"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.docs import render_page
-from kvlint.ruleset import STATIC_RULES, rule
+from kvlint.catalogue.rules import STATIC_RULES, rule
 
 BAD = '''import torch_npu
 

@@ -12,8 +12,8 @@ import pytest
 from kvlint.docs import explain, render_page
 from kvlint.engine import lint_source
 from kvlint.fix import FIXABLE, fix_source
-from kvlint.rule_docs import DOCS
-from kvlint.ruleset import STATIC_RULES, Rule
+from kvlint.catalogue.rule_pages import DOCS
+from kvlint.catalogue.rules import STATIC_RULES, Rule
 from tests.conftest import ROOT
 
 PAGES = ROOT / "docs" / "rules"

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kvlint import catalogue
+from kvlint.catalogue import operators
 from kvlint.runtime_probe import emulator, reference
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
@@ -36,11 +36,11 @@ def test_install_registers_every_schema_verbatim_and_is_idempotent(torch_npu: ty
     import torch_npu as imported
 
     assert imported is torch_npu is emulator.install() and emulator.is_installed()
-    assert len(catalogue.OVERLOADS) == 17
-    for op in catalogue.OVERLOADS.values():
+    assert len(operators.OVERLOADS) == 17
+    for op in operators.OVERLOADS.values():
         registered = getattr(getattr(torch.ops.npu, op.name), op.overload)._schema
         assert str(registered) == str(torch._C.parse_schema(f"npu::{op.schema}"))
-    for name in catalogue.OPERATORS:
+    for name in operators.OPERATORS:
         assert getattr(torch_npu, name) is getattr(torch.ops.npu, name)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvlint.catalogue import FIA_V1, OPERATORS
+from kvlint.catalogue.operators import FIA_V1, OPERATORS
 from kvlint.runtime_probe.compare import compare, nonfinite
 from kvlint.runtime_probe.live_call import LiveCall, bind
 from tests.probe_fixtures.harness import codes, probe, standin  # noqa: F401

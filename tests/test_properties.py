@@ -4,7 +4,7 @@ Two sources of programs:
 
 - hypothesmith: syntactically valid Python drawn from the grammar (odd, dense and deep), with ``torch_npu``
   mentioned so that the text gate lets every example through to the parser and the rules;
-- operator calls drawn from the catalogue (``kvlint.catalogue.OPERATORS``): every operator, reached through
+- operator calls drawn from the catalogue (``kvlint.catalogue.operators.OPERATORS``): every operator, reached through
   each resolution form, with random positional counts and random subsets of keywords (real parameter names,
   the other version's names, other operators' names, made-up names) bound to random values (layouts,
   sparse modes, head counts, scales, names, lists), sometimes through a ``**dict``. These make the rules
@@ -27,10 +27,10 @@ from astroid.builder import AstroidBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlint.catalogue import LAYOUTS, OPERATORS, V1_TO_V2
+from kvlint.catalogue.operators import LAYOUTS, OPERATORS, V1_TO_V2
 from kvlint.engine import analyze, lint_source
 from kvlint.finding import Finding
-from kvlint.ruleset import RULES
+from kvlint.catalogue.rules import RULES
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, database=None, print_blob=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kvlint.ruleset import STATIC_RULES
+from kvlint.catalogue.rules import STATIC_RULES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _ROW = re.compile(r"^\| \[(KVL\d{3})\]\(docs/rules/KVL\d{3}\.md\) \| ([a-z0-9-]+) \| (error|warning) \|", re.MULTILINE)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvlint import catalogue
+from kvlint.catalogue import operators
 from kvlint.runtime_probe import online_softmax, reference
 from tests.naive_attention import BIG, allowed_matrix, naive_attention, pack, pack_lse, paged_cache
 
@@ -253,7 +253,7 @@ def _call(case: Case, kw: dict[str, object]) -> tuple[torch.Tensor, torch.Tensor
     if case.op == "v1":
         return OPS["v1"](q, k, v, **kw)
     if case.op == "v2":
-        renamed = {catalogue.V1_TO_V2.get(name, name): value for name, value in kw.items()}
+        renamed = {operators.V1_TO_V2.get(name, name): value for name, value in kw.items()}
         return OPS["v2"](q, k, v, **renamed)
     if case.op == "ifa":
         ifa_names = {"scale": "scale_value", "actual_seq_lengths_kv": "actual_seq_lengths"}
@@ -271,7 +271,7 @@ def assert_agrees(case: Case) -> None:
 
 
 @pytest.mark.parametrize("ratio", [1, 2, 4, 8])
-@pytest.mark.parametrize("layout", sorted(catalogue.FIA_LAYOUTS))
+@pytest.mark.parametrize("layout", sorted(operators.FIA_LAYOUTS))
 def test_every_layout_and_gqa_ratio(layout: str, ratio: int) -> None:
     rng = random.Random(f"{layout}/{ratio}")
     batch = 1 if layout.startswith("NSD") else 3
@@ -403,7 +403,7 @@ def random_case(rng: random.Random) -> Case:
     """A random FIA v1/v2 call mixing every feature that the operators allow together. The block size never
     equals the KV head count, where a 4-D cache's layout would be ambiguous."""
     op = rng.choice(["v1", "v2"])
-    layout = rng.choice(sorted(catalogue.FIA_LAYOUTS - {"NSD"}))
+    layout = rng.choice(sorted(operators.FIA_LAYOUTS - {"NSD"}))
     varlen = layout.partition("_")[0] in ("TND", "NTD")
     batch = rng.randint(1, 3)
     decode = not varlen and rng.random() < 0.3

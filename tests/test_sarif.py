@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvlint.ruleset import STATIC_RULES
+from kvlint.catalogue.rules import STATIC_RULES
 from tests.conftest import ROOT
 from tests.fixture_files import FIXTURES
 

@@ -1,7 +1,7 @@
 """The rule functions, one per rule, and the tables the engine runs them from.
 
 A call check takes an operator ``CallSite`` and yields ``Issue``s; a module check takes the module and the
-settings. To add a rule: add its row to ``kvlint.ruleset``, write its function here, list it below.
+settings. To add a rule: add its row to ``kvlint.catalogue.rules``, write its function here, list it below.
 """
 
 from kvlint.checks.arguments import (

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from astroid import nodes
 
 from kvlint.callsite import CallSite
-from kvlint.catalogue import (
+from kvlint.catalogue.operators import (
     FA,
     FA_LAYOUTS,
     FIA,

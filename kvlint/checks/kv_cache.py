@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from astroid import nodes
 
 from kvlint.callsite import CallSite
-from kvlint.catalogue import FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, KV_RMSNORM_OUTPUTS, OUT_OF_PLACE_SCATTER
+from kvlint.catalogue.operators import FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, KV_RMSNORM_OUTPUTS, OUT_OF_PLACE_SCATTER
 from kvlint.facts import KV_REPEAT
 from kvlint.finding import Issue
 from kvlint.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from astroid import nodes
 
 from kvlint.callsite import CallSite
-from kvlint.catalogue import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
+from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 from kvlint.evaluate import CACHE_NAME, values
 from kvlint.facts import ADDITIVE, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.finding import Issue

@@ -1,4 +1,4 @@
-"""The operator catalogue: every operator of ``kvlint.schemas`` parsed into parameters and defaults.
+"""The operator catalogue: every operator of ``kvlint.catalogue.schemas`` parsed into parameters and defaults.
 
 The schema strings are parsed once at import. Nothing here imports torch or torch_npu.
 Family tables (which operator is FIA v1, which parameter names are renames of which) are facts from
@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from kvlint.schemas import SCHEMAS
+from kvlint.catalogue.schemas import SCHEMAS
 
 NO_DEFAULT = object()
 """Marker for a parameter that the schema declares without a default (required)."""

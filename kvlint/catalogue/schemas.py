@@ -1,7 +1,7 @@
 """The registered schema strings of the torch_npu operators kvlint knows, verbatim.
 
 This tuple is the single source of truth for the operators' signatures: the static catalogue
-(``kvlint.catalogue``) parses it, and the CPU emulator registers it with ``torch.library``.
+(``kvlint.catalogue.operators``) parses it, and the CPU emulator registers it with ``torch.library``.
 Source: the strings passed to ``m.def(...)`` in torch_npu 2.14.0 (``libtorch_npu.so``), as recorded in
 ``torch_npu_ops.md`` section 9 of the project's reference material. Do not reformat them.
 """

@@ -1,0 +1,10 @@
+"""The catalogue: the facts every other layer reads, and nothing else.
+
+- ``schemas``: the operators' registered schema strings, verbatim (the linter parses them, the emulator
+  registers them);
+- ``operators``: those schemas parsed into parameters and defaults, with the operator families' fact tables;
+- ``rules``: the rule catalogue (code, symbol, level, summary), shared by every front-end and the probe;
+- ``rule_pages``: the text of each rule's documentation page.
+
+Imports: the standard library only. Every other package of kvlint may import this one.
+"""
