@@ -16,9 +16,9 @@ from astroid.builder import AstroidBuilder
 from astroid.const import Context
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
-from kvlint.callsite import CallSite, call_site, keyword_dict
+from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 from kvlint.fix import INT64_NAMES, INT_FACTORIES, SHAPE_METHODS
 
 Position = tuple[int, int]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from kvlint import __version__
 from kvlint.config import Config, ConfigError, find_config, load_config
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 from kvlint.output import FORMATS, format_text, render, statistics
 from kvlint.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
 

@@ -13,10 +13,10 @@ from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
 from astroid.exceptions import AstroidSyntaxError
 
-from kvlint.callsite import call_site
+from kvlint.analysis.callsite import call_site
 from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
 from kvlint.checks.signature import alias_issue
-from kvlint.finding import Finding, Issue
+from kvlint.analysis.finding import Finding, Issue
 
 DEFAULT_KV_LEN_NAMES = ("kv_len", "kv_lens", "kv_seq_len", "cache_len", "cache_position", "seq_lens")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 
 if TYPE_CHECKING:
     from kvlint.engine import Settings

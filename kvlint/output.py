@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kvlint import __version__
 from kvlint.docs import DOCS_HOME, doc_url, full_description, help_text, render_page
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
 
 FORMATS = ("text", "json", "github", "sarif")

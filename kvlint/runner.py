@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from kvlint.engine import DEFAULT_SETTINGS, Settings, lint_source, syntax_error
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 from kvlint.suppression import read_suppressions
 
 SKIPPED_DIRECTORIES = frozenset({

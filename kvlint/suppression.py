@@ -17,7 +17,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import BY_SYMBOL
 
 # flake8's NOQA_INLINE_REGEXP, restricted to what kvlint needs: codes are letters followed by digits.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.engine import lint_source
-from kvlint.finding import Finding
+from kvlint.analysis.finding import Finding
 from kvlint.fix import FIXABLE, fix_source
 
 

@@ -1,5 +1,5 @@
-"""Unit tests of value following: reaching definitions along paths (kvlint.flow) and the abstract values
-that reach an expression (kvlint.evaluate)."""
+"""Unit tests of value following: reaching definitions along paths (kvlint.analysis.flow) and the abstract values
+that reach an expression (kvlint.analysis.evaluate)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import textwrap
 from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
 
-from kvlint.evaluate import values
-from kvlint.facts import ADDITIVE, CACHE, KV_REPEAT, TRIL, Value
-from kvlint.flow import UNKNOWN, Param, reaching_definitions
+from kvlint.analysis.evaluate import values
+from kvlint.analysis.facts import ADDITIVE, CACHE, KV_REPEAT, TRIL, Value
+from kvlint.analysis.flow import UNKNOWN, Param, reaching_definitions
 
 
 def _module(source: str) -> nodes.Module:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from astroid import nodes
 
-from kvlint.callsite import CallSite
+from kvlint.analysis.callsite import CallSite
 from kvlint.catalogue.operators import (
     FA,
     FA_LAYOUTS,
@@ -27,8 +27,8 @@ from kvlint.catalogue.operators import (
     ROPE_ONLY_SPARSE_MODES,
     SCALE_PARAM,
 )
-from kvlint.finding import Issue
-from kvlint.evaluate import literal
+from kvlint.analysis.finding import Issue
+from kvlint.analysis.evaluate import literal
 
 _ANY_SCALE = frozenset(SCALE_PARAM.values())
 _ANY_NUM_HEADS = frozenset(NUM_HEADS_PARAM.values())

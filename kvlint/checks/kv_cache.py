@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from astroid import nodes
 
-from kvlint.callsite import CallSite
+from kvlint.analysis.callsite import CallSite
 from kvlint.catalogue.operators import FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, KV_RMSNORM_OUTPUTS, OUT_OF_PLACE_SCATTER
-from kvlint.facts import KV_REPEAT
-from kvlint.finding import Issue
-from kvlint.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
-from kvlint.names import is_self, qualified_name
+from kvlint.analysis.facts import KV_REPEAT
+from kvlint.analysis.finding import Issue
+from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
+from kvlint.analysis.names import is_self, qualified_name
 
 if TYPE_CHECKING:
     from kvlint.engine import Settings

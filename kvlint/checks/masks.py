@@ -1,6 +1,6 @@
 """Rules on attention masks and sparse modes (KVL201-KVL206).
 
-Each rule judges the values that reach the operator's arguments (``kvlint.evaluate``), path by path: a
+Each rule judges the values that reach the operator's arguments (``kvlint.analysis.evaluate``), path by path: a
 finding needs one path on which the bad combination holds (torch_npu_ops.md sections 5.1 and 5.2,
 reference_semantics.md sections 4 and 8).
 """
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from astroid import nodes
 
-from kvlint.callsite import CallSite
+from kvlint.analysis.callsite import CallSite
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
-from kvlint.evaluate import CACHE_NAME, values
-from kvlint.facts import ADDITIVE, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
-from kvlint.finding import Issue
-from kvlint.flow import EMPTY, Path
-from kvlint.names import qualified_name
+from kvlint.analysis.evaluate import CACHE_NAME, values
+from kvlint.analysis.facts import ADDITIVE, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
+from kvlint.analysis.finding import Issue
+from kvlint.analysis.flow import EMPTY, Path
+from kvlint.analysis.names import qualified_name
 
 if TYPE_CHECKING:
     from kvlint.engine import Settings

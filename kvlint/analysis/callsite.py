@@ -1,6 +1,6 @@
 """Operator call sites: which operator a call reaches and which arguments it passes.
 
-A call is an operator call when its callee resolves (``kvlint.names``) to ``torch_npu.<op>``,
+A call is an operator call when its callee resolves (``kvlint.analysis.names``) to ``torch_npu.<op>``,
 ``torch.ops.npu.<op>`` (also ``.default`` / ``.out``), torchair's ``torchair.ops.<op>``, or one of the
 user's configured wrappers. Keywords passed as ``**d`` count when ``d`` is statically known in the same
 function: a dict literal or ``dict(...)`` call, plus keys added by ``d["k"] = v`` / ``d.update(k=v)``
@@ -15,10 +15,10 @@ from astroid import nodes
 from astroid.const import Context
 
 from kvlint.catalogue.operators import OPERATORS, Operator, lookup
-from kvlint.evaluate import values
-from kvlint.facts import UNKNOWN_VALUE, Alt, constant
-from kvlint.flow import EMPTY, Path
-from kvlint.names import qualified_name
+from kvlint.analysis.evaluate import values
+from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
+from kvlint.analysis.flow import EMPTY, Path
+from kvlint.analysis.names import qualified_name
 
 OPERATOR_NAMESPACES = ("torch_npu", "torch.ops.npu", "torchair.ops")
 """Dotted prefixes under which an operator name is the operator."""

@@ -1,7 +1,7 @@
 """Following a value to an operator argument: ``values(expr)`` gives every value ``expr`` may have, each with
 the path on which it has it.
 
-Followed: the reaching definitions of local names (``kvlint.flow``), conditional expressions, tuple
+Followed: the reaching definitions of local names (``kvlint.analysis.flow``), conditional expressions, tuple
 unpacking, ``self.x`` assigned in the class or registered with ``register_buffer``, ``@property`` methods,
 module constants, the arguments same-module callers pass to a parameter, the return values of same-module
 helpers (with the caller's arguments bound), factory calls (``torch.ones``/``zeros``/``full``/``arange``/
@@ -11,9 +11,9 @@ or meaning (``.to``, ``.int()``, ``.bool()``, ``~``, ``logical_not``, ``reshape`
 prove is UNKNOWN_VALUE; past ``MAX_ALTERNATIVES`` or ``MAX_DEPTH`` everything is.
 
 This module holds the entry point, the evaluation context and its limits. How each kind of expression
-evaluates is in ``kvlint.expressions``; following names to their definitions, ``self`` attributes,
-callers and helpers in ``kvlint.follow``; what torch functions and tensor methods do in
-``kvlint.tensor_semantics``.
+evaluates is in ``kvlint.analysis.expressions``; following names to their definitions, ``self`` attributes,
+callers and helpers in ``kvlint.analysis.follow``; what torch functions and tensor methods do in
+``kvlint.analysis.tensor_semantics``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 from astroid import nodes
 
-from kvlint.facts import NO_CONSTANT, UNKNOWN_VALUE, Alt, Value
-from kvlint.flow import EMPTY, Path
+from kvlint.analysis.facts import NO_CONSTANT, UNKNOWN_VALUE, Alt, Value
+from kvlint.analysis.flow import EMPTY, Path
 
 MAX_ALTERNATIVES = 16
 MAX_DEPTH = 24
@@ -62,10 +62,10 @@ def values(expr: nodes.NodeNG | None, path: Path = EMPTY, context: Context = ROO
     """Every value ``expr`` may have, each with the path on which it has it."""
     if expr is None or context.depth > MAX_DEPTH or id(expr) in context.active:
         return [Alt(UNKNOWN_VALUE, path)]
-    # The handlers (kvlint.expressions, kvlint.follow, kvlint.tensor_semantics) call values() back for
+    # The handlers (kvlint.analysis.expressions, kvlint.analysis.follow, kvlint.analysis.tensor_semantics) call values() back for
     # sub-expressions and import it from this module: importing them here, at call time, keeps the imports
     # acyclic.
-    from kvlint.expressions import HANDLERS
+    from kvlint.analysis.expressions import HANDLERS
 
     inner = context.entering(expr)
     handler = HANDLERS.get(type(expr))

@@ -1,5 +1,5 @@
 """Following a name to the values its definitions give it: the reaching definitions of local names
-(``kvlint.flow``) with tuple unpacking and branches on ``x.dtype``, module constants and imports, the
+(``kvlint.analysis.flow``) with tuple unpacking and branches on ``x.dtype``, module constants and imports, the
 arguments same-module callers pass to a parameter (each caller a path of its own), the return values of
 same-module helpers with the caller's arguments bound, and ``self.x`` as the method or the class sets it.
 """
@@ -11,11 +11,11 @@ from dataclasses import replace
 
 from astroid import nodes
 
-from kvlint.evaluate import MAX_HOPS, ROOT, Context, values
-from kvlint.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
-from kvlint.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
-from kvlint.names import enclosing_class, is_self, self_assignments
-from kvlint.tensor_semantics import changed_in_place, combine
+from kvlint.analysis.evaluate import MAX_HOPS, ROOT, Context, values
+from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
+from kvlint.analysis.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
+from kvlint.analysis.names import enclosing_class, is_self, self_assignments
+from kvlint.analysis.tensor_semantics import changed_in_place, combine
 
 
 # Names ------------------------------------------------------------------------------------------------

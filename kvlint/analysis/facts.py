@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from astroid import nodes
 
-from kvlint.flow import Path
+from kvlint.analysis.flow import Path
 
 Dim = int | str | None
 """A literal size, the source text of a size computed at run time, or None when unknown."""

@@ -11,14 +11,14 @@ from dataclasses import replace
 
 from astroid import nodes
 
-from kvlint.evaluate import MAX_DEPTH, MAX_HOPS, Context, mapped, values
-from kvlint.facts import (
+from kvlint.analysis.evaluate import MAX_DEPTH, MAX_HOPS, Context, mapped, values
+from kvlint.analysis.facts import (
     ADDITIVE, CACHE, CAST_METHODS, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL,
     TYPED_TENSORS, UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype,
     tensor,
 )
-from kvlint.flow import Param, Path, reaching_definitions
-from kvlint.names import qualified_name
+from kvlint.analysis.flow import Param, Path, reaching_definitions
+from kvlint.analysis.names import qualified_name
 
 SIZE_DEPTH = 6
 """How many steps a size argument is followed (``_dimension``)."""

@@ -1,7 +1,7 @@
 """How each kind of expression evaluates (``HANDLERS``, one handler per astroid node type, used by
-``kvlint.evaluate.values``): constants, names, attributes, subscripts, calls, operators, comparisons,
-conditional expressions, tuples and ``:=``. Names and ``self`` attributes are followed by ``kvlint.follow``;
-torch calls, tensor methods and arithmetic on tensors are ``kvlint.tensor_semantics``.
+``kvlint.analysis.evaluate.values``): constants, names, attributes, subscripts, calls, operators, comparisons,
+conditional expressions, tuples and ``:=``. Names and ``self`` attributes are followed by ``kvlint.analysis.follow``;
+torch calls, tensor methods and arithmetic on tensors are ``kvlint.analysis.tensor_semantics``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import replace
 
 from astroid import nodes
 
-from kvlint.evaluate import CACHE_NAME, Context, mapped, values
-from kvlint.facts import CACHE, NO_CONSTANT, TRIL, TYPED_TENSORS, UNKNOWN_VALUE, Alt, Value, constant, is_number
-from kvlint.flow import Path, condition
-from kvlint.follow import called_function, lookup, returned, self_attribute, tuple_item
-from kvlint.names import is_self, qualified_name
-from kvlint.tensor_semantics import FINFO, combine, indexed, invert, tensor_method, torch_function
+from kvlint.analysis.evaluate import CACHE_NAME, Context, mapped, values
+from kvlint.analysis.facts import CACHE, NO_CONSTANT, TRIL, TYPED_TENSORS, UNKNOWN_VALUE, Alt, Value, constant, is_number
+from kvlint.analysis.flow import Path, condition
+from kvlint.analysis.follow import called_function, lookup, returned, self_attribute, tuple_item
+from kvlint.analysis.names import is_self, qualified_name
+from kvlint.analysis.tensor_semantics import FINFO, combine, indexed, invert, tensor_method, torch_function
 
 _FLOAT_CONSTANTS = {"math.inf": math.inf, "torch.inf": math.inf, "numpy.inf": math.inf, "math.nan": math.nan}
 _FLOAT32_MIN = -3.4028234663852886e38

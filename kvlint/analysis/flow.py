@@ -1,7 +1,7 @@
 """Reaching definitions along explicit paths through one function (or module) body.
 
 A *path* is a set of choices ``(condition, taken)`` for the ``if`` statements and conditional expressions the
-search passed (``kvlint.follow`` adds one more kind: which same-module call a parameter's value came from).
+search passed (``kvlint.analysis.follow`` adds one more kind: which same-module call a parameter's value came from).
 Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and ``a != b`` keyed
 as the negation of ``c``, ``a is b`` and ``a == b``: two branches on the same condition are one choice, so
 correlated branches give one path each, not the product. A branch that ends in ``return``,
