@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from kvlint.engine import DEFAULT_SETTINGS, Settings, lint_source, syntax_error
+from kvlint.checks.engine import DEFAULT_SETTINGS, Settings, lint_source, syntax_error
 from kvlint.analysis.finding import Finding
 from kvlint.suppression import read_suppressions
 

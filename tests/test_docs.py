@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.docs import explain, render_page
-from kvlint.engine import lint_source
+from kvlint.checks.engine import lint_source
 from kvlint.fix import FIXABLE, fix_source
 from kvlint.catalogue.rule_pages import DOCS
 from kvlint.catalogue.rules import STATIC_RULES, Rule

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.engine import lint_source
+from kvlint.checks.engine import lint_source
 from kvlint.analysis.finding import Finding
 from kvlint.fix import FIXABLE, fix_source
 

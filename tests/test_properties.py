@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlint.catalogue.operators import LAYOUTS, OPERATORS, V1_TO_V2
-from kvlint.engine import analyze, lint_source
+from kvlint.checks.engine import analyze, lint_source
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import RULES
 

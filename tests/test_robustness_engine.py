@@ -17,7 +17,7 @@ import pytest
 from astroid import MANAGER
 from astroid.builder import AstroidBuilder
 
-from kvlint.engine import analyze, lint_source
+from kvlint.checks.engine import analyze, lint_source
 from tests.fixture_files import fixture_files
 
 TARGET = "kvlint_robustness_import_target"

@@ -18,7 +18,7 @@ from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_de
 from kvlint.analysis.names import is_self, qualified_name
 
 if TYPE_CHECKING:
-    from kvlint.engine import Settings
+    from kvlint.checks.engine import Settings
 
 PAGED_OPERATORS = FIA | {IFA}
 """Operators that take block_table / block_size."""

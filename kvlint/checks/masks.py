@@ -21,7 +21,7 @@ from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
 
 if TYPE_CHECKING:
-    from kvlint.engine import Settings
+    from kvlint.checks.engine import Settings
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
 FA_MASK_DTYPES = frozenset({"bool", "uint8"})
