@@ -74,7 +74,7 @@ def gated_out_cost(files: list[str], rounds: int) -> tuple[int, int, float, list
         from kvlint.runner import lint_file
     except ImportError:
         from kvlint.cli import lint_file
-    from kvlint.checks.engine import may_have_findings
+    from kvlint.analysis.settings import may_have_findings
 
     turned_away = []
     for path in files:

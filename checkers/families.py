@@ -19,7 +19,8 @@ from pylint.checkers import BaseChecker
 from pylint.constants import WarningScope
 
 from kvlint.config import ConfigError, ignored_for, parse_codes, parse_names, parse_per_file_ignores, parse_wrappers
-from kvlint.checks.engine import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, analyze, may_have_findings
+from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, may_have_findings
+from kvlint.checks.engine import analyze
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import STATIC_RULES
 from kvlint.suppression import read_suppressions

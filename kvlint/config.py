@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlint.catalogue.operators import OPERATORS
-from kvlint.checks.engine import DEFAULT_KV_LEN_NAMES, Settings
+from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, Settings
 
 if sys.version_info >= (3, 11):
     import tomllib

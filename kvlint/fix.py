@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from kvlint.analysis.finding import Finding
 
 if TYPE_CHECKING:
-    from kvlint.checks.engine import Settings
+    from kvlint.analysis.settings import Settings
     from kvlint.runner import FileResult
 
 FIXABLE = frozenset({"KVL102", "KVL112", "KVL301"})

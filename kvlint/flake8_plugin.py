@@ -18,7 +18,8 @@ from astroid import MANAGER
 
 from kvlint import __version__
 from kvlint.config import ConfigError, parse_names, parse_wrappers
-from kvlint.checks.engine import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, lint_source
+from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
+from kvlint.checks.engine import lint_source
 from kvlint.suppression import read_suppressions
 
 

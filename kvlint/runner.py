@@ -14,7 +14,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from kvlint.checks.engine import DEFAULT_SETTINGS, Settings, lint_source, syntax_error
+from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
+
+from kvlint.checks.engine import lint_source, syntax_error
 from kvlint.analysis.finding import Finding
 from kvlint.suppression import read_suppressions
 

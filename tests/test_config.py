@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.config import Config, ConfigError, find_config, load_config, parse_per_file_ignores, parse_wrappers
-from kvlint.checks.engine import DEFAULT_KV_LEN_NAMES
+from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES
 
 WRAPPED = textwrap.dedent('''\
     from mypkg.ops import fa

@@ -7,39 +7,15 @@ before parsing) and then parses with astroid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
 from astroid.exceptions import AstroidSyntaxError
 
 from kvlint.analysis.callsite import call_site
+from kvlint.analysis.finding import Finding, Issue
+from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
 from kvlint.checks.signature import alias_issue
-from kvlint.analysis.finding import Finding, Issue
-
-DEFAULT_KV_LEN_NAMES = ("kv_len", "kv_lens", "kv_seq_len", "cache_len", "cache_position", "seq_lens")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a user can configure about the analysis itself (selection is the front-ends' business)."""
-
-    kv_len_names: tuple[str, ...] = DEFAULT_KV_LEN_NAMES
-    extra_fa_wrappers: dict[str, str] = field(default_factory=dict)
-    """Dotted name of a user's wrapper -> the operator it stands for."""
-
-    def gate_words(self) -> tuple[str, ...]:
-        return ("npu_", "torch_npu", "scatter_update", "scaled_dot_product_attention", *self.kv_len_names,
-                *(name.rpartition(".")[2] for name in self.extra_fa_wrappers))
-
-
-DEFAULT_SETTINGS = Settings()
-
-
-def may_have_findings(source: str, settings: Settings = DEFAULT_SETTINGS) -> bool:
-    """The text gate: False when no rule can possibly fire on this source."""
-    return any(word in source for word in settings.gate_words())
 
 
 def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:

@@ -6,8 +6,6 @@ Facts: torch_npu_ops.md sections 5.4 (paged attention), 6 (cache write operators
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
-
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
@@ -16,9 +14,7 @@ from kvlint.analysis.facts import KV_REPEAT
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
 from kvlint.analysis.names import is_self, qualified_name
-
-if TYPE_CHECKING:
-    from kvlint.checks.engine import Settings
+from kvlint.analysis.settings import Settings
 
 PAGED_OPERATORS = FIA | {IFA}
 """Operators that take block_table / block_size."""

@@ -8,8 +8,6 @@ reference_semantics.md sections 4 and 8).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
-
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
@@ -19,9 +17,7 @@ from kvlint.analysis.facts import ADDITIVE, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
-
-if TYPE_CHECKING:
-    from kvlint.checks.engine import Settings
+from kvlint.analysis.settings import Settings
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
 FA_MASK_DTYPES = frozenset({"bool", "uint8"})
