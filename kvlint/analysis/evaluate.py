@@ -10,7 +10,7 @@ or meaning (``.to``, ``.int()``, ``.bool()``, ``~``, ``logical_not``, ``reshape`
 ``tril``, ``masked_fill``...). Nothing is imported and astroid inference is not used. What the code does not
 prove is UNKNOWN_VALUE; past ``MAX_ALTERNATIVES`` or ``MAX_DEPTH`` everything is.
 
-This module holds the entry point, the evaluation context and its limits. How each kind of expression
+This module holds the entry point; the evaluation context and its limits are in ``kvlint.analysis.context``. How each kind of expression
 evaluates is in ``kvlint.analysis.expressions``; following names to their definitions, ``self`` attributes,
 callers and helpers in ``kvlint.analysis.follow``; what torch functions and tensor methods do in
 ``kvlint.analysis.tensor_semantics``.
@@ -18,62 +18,21 @@ callers and helpers in ``kvlint.analysis.follow``; what torch functions and tens
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-
 from astroid import nodes
 
-from kvlint.analysis.facts import NO_CONSTANT, UNKNOWN_VALUE, Alt, Value
+from kvlint.analysis import context as _context
+from kvlint.analysis.context import Context
+from kvlint.analysis.expressions import HANDLERS
+from kvlint.analysis.facts import NO_CONSTANT, Alt
 from kvlint.analysis.flow import EMPTY, Path
 
-MAX_ALTERNATIVES = 16
-MAX_DEPTH = 24
-MAX_HOPS = 3
-CACHE_NAME = re.compile(r"(^|_)(past|cache|cached|caches|kvcache)(_|$)", re.IGNORECASE)
-"""Identifiers that name a KV cache: ``k_cache``, ``past_key_value``, ``layer_past``, ``cached_keys``."""
-
-
-@dataclass(frozen=True, eq=False)
-class Context:
-    """Where an evaluation stands: its depth, the nodes being evaluated, and the arguments bound to the
-    parameters of the helpers it entered."""
-
-    depth: int = 0
-    hops: int = 0
-    """How many callers and helpers the evaluation has entered (at most MAX_HOPS)."""
-    active: frozenset[int] = frozenset()
-    bindings: tuple[tuple[nodes.FunctionDef, dict[str, tuple[nodes.NodeNG | None, Context]]], ...] = ()
-
-    def entering(self, node: nodes.NodeNG) -> Context:
-        return replace(self, depth=self.depth + 1, active=self.active | {id(node)})
-
-    def binding(self, function: nodes.FunctionDef) -> dict[str, tuple[nodes.NodeNG | None, Context]] | None:
-        for bound, arguments in self.bindings:
-            if bound is function:
-                return arguments
-        return None
-
-
-ROOT = Context()
+ROOT = Context(HANDLERS)
+"""The context of an evaluation started at an operator argument."""
 
 
 def values(expr: nodes.NodeNG | None, path: Path = EMPTY, context: Context = ROOT) -> list[Alt]:
     """Every value ``expr`` may have, each with the path on which it has it."""
-    if expr is None or context.depth > MAX_DEPTH or id(expr) in context.active:
-        return [Alt(UNKNOWN_VALUE, path)]
-    # The handlers (kvlint.analysis.expressions, kvlint.analysis.follow, kvlint.analysis.tensor_semantics) call values() back for
-    # sub-expressions and import it from this module: importing them here, at call time, keeps the imports
-    # acyclic.
-    from kvlint.analysis.expressions import HANDLERS
-
-    inner = context.entering(expr)
-    handler = HANDLERS.get(type(expr))
-    found = handler(expr, path, inner) if handler else [Alt(UNKNOWN_VALUE, path)]
-    unique = list(dict.fromkeys(found))
-    if len(unique) > MAX_ALTERNATIVES:
-        return [Alt(UNKNOWN_VALUE, path)]
-    return unique
+    return _context.values(expr, path, context)
 
 
 def literal(expr: nodes.NodeNG | None) -> object:
@@ -90,8 +49,3 @@ def literal(expr: nodes.NodeNG | None) -> object:
     if all(type(const) is type(first) and const == first for const in constants):
         return first
     return NO_CONSTANT
-
-
-def mapped(alts: list[Alt], change: Callable[[Value], Value]) -> list[Alt]:
-    """Each alternative's value changed, on the same path."""
-    return [Alt(change(alt.value), alt.path) for alt in alts]

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from astroid import nodes
 
-from kvlint.analysis.evaluate import CACHE_NAME, Context, mapped, values
-from kvlint.analysis.facts import CACHE, NO_CONSTANT, TRIL, TYPED_TENSORS, UNKNOWN_VALUE, Alt, Value, constant, is_number
+from kvlint.analysis.context import Context, values
+from kvlint.analysis.facts import CACHE, CACHE_NAME, NO_CONSTANT, TRIL, TYPED_TENSORS, UNKNOWN_VALUE, Alt, Value, constant, is_number, mapped
 from kvlint.analysis.flow import Path, condition
 from kvlint.analysis.follow import called_function, lookup, returned, self_attribute, tuple_item
 from kvlint.analysis.names import is_self, qualified_name

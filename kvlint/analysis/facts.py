@@ -8,6 +8,8 @@ None, and a rule that needs it stays silent.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from astroid import nodes
@@ -23,6 +25,8 @@ ADDITIVE = "additive"
 """Holds ``-inf`` / ``finfo.min`` (or another large negative) to be added to the scores."""
 CACHE = "cache"
 """Named like a KV cache, or taken from one (``past_key_value[0]``, ``k_cache[:, :n]``)."""
+CACHE_NAME = re.compile(r"(^|_)(past|cache|cached|caches|kvcache)(_|$)", re.IGNORECASE)
+"""Identifiers that name a KV cache: ``k_cache``, ``past_key_value``, ``layer_past``, ``cached_keys``."""
 GROWN_CACHE = "grown-cache"
 """A cache extended with the new keys: ``torch.cat`` of a CACHE part and another."""
 KV_REPEAT = "kv-repeat"
@@ -143,3 +147,8 @@ class Alt:
 
     value: Value
     path: Path = field(default_factory=Path)
+
+
+def mapped(alts: list[Alt], change: Callable[[Value], Value]) -> list[Alt]:
+    """Each alternative's value changed, on the same path."""
+    return [Alt(change(alt.value), alt.path) for alt in alts]

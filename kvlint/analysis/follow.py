@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from astroid import nodes
 
-from kvlint.analysis.evaluate import MAX_HOPS, ROOT, Context, values
+from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
 from kvlint.analysis.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
 from kvlint.analysis.names import enclosing_class, is_self, self_assignments
@@ -146,7 +146,7 @@ def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     function come from the same call. No caller in the module: unknown."""
     bound = context.binding(param.function)
     if bound is not None:
-        expr, caller_context = bound.get(param.name, (None, ROOT))
+        expr, caller_context = bound.get(param.name, (None, context))
         return values(expr, path, caller_context)
     if context.hops >= MAX_HOPS:
         return [Alt(UNKNOWN_VALUE, path)]

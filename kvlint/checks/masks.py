@@ -12,8 +12,8 @@ from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
-from kvlint.analysis.evaluate import CACHE_NAME, values
-from kvlint.analysis.facts import ADDITIVE, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
+from kvlint.analysis.evaluate import values
+from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
