@@ -1,7 +1,7 @@
 """Rule documentation: the pages under ``docs/rules/``, ``kvlint --explain`` and ``kvlint --list-rules``.
 
 Every page is rendered from the rule catalogue (code, symbol, severity, summary, pylint id), from
-``kvlint.catalogue.rule_pages`` (text, examples, references) and from ``kvlint.fix.FIXABLE`` (autofix yes/no), so the
+``kvlint.catalogue.rule_pages`` (text, examples, references) and from the catalogue row's ``fixable`` (autofix yes/no), so the
 pages cannot drift from the code: ``python -m kvlint.docs docs/rules`` rewrites them and the test suite
 fails when the files differ from what this module renders.
 """
@@ -12,9 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvlint.fix import FIXABLE
 from kvlint.catalogue.rule_pages import DOCS, Reference
-from kvlint.catalogue.rules import STATIC_RULES, Rule, rule
+from kvlint.catalogue.rules import FIXABLE, STATIC_RULES, Rule, rule
 
 DOCS_HOME = "https://github.com/kvlint/kvlint"
 """kvlint's home page (SARIF ``informationUri``)."""

@@ -22,13 +22,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvlint.analysis.finding import Finding
+from kvlint.catalogue.rules import FIXABLE
 
 if TYPE_CHECKING:
     from kvlint.analysis.settings import Settings
     from kvlint.runner import FileResult
-
-FIXABLE = frozenset({"KVL102", "KVL112", "KVL301"})
-"""Rules with an autofix (the rule docs say so from this set)."""
 
 SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
 """Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""

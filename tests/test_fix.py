@@ -12,7 +12,8 @@ import pytest
 
 from kvlint.checks.engine import lint_source
 from kvlint.analysis.finding import Finding
-from kvlint.fix import FIXABLE, fix_source
+from kvlint.catalogue.rules import FIXABLE
+from kvlint.fix import fix_source
 
 
 def fixed(source: str, codes: tuple[str, ...] = tuple(FIXABLE)) -> str:

@@ -1,7 +1,7 @@
 """The text of every static rule's documentation page (rendered by ``kvlint.docs``).
 
 Code, symbol, severity and summary come from the rule catalogue (``kvlint.catalogue.rules``); whether a rule has
-an autofix comes from ``kvlint.fix.FIXABLE``. This module holds only what a catalogue row cannot: what the
+an autofix comes from the catalogue row (``fixable``). This module holds only what a catalogue row cannot: what the
 rule looks at, the concrete failure, a bad and a fixed example (both linted by the test suite: the bad one
 is reported with exactly the rule's code, the fixed one is clean) and the references.
 

@@ -19,6 +19,8 @@ class Rule:
     symbol: str
     severity: str
     summary: str
+    fixable: bool = False
+    """``kvlint --fix`` has a certain rewrite for it (``kvlint.fix``)."""
 
     @property
     def family(self) -> int:
@@ -41,7 +43,7 @@ _TABLE: tuple[Rule, ...] = (
     Rule("KVL101", "fa-unknown-keyword", ERROR,
          "a keyword the operator's schema does not have (raises RuntimeError at run time)"),
     Rule("KVL102", "fa-version-mix", ERROR,
-         "FIA v1 called with a v2 name, v2 with a v1 name, or an IFA/PFA spelling on FIA"),
+         "FIA v1 called with a v2 name, v2 with a v1 name, or an IFA/PFA spelling on FIA", fixable=True),
     Rule("KVL103", "fa-positional-args", ERROR,
          "more positional arguments than the schema allows, or npu_fusion_attention's 6th (binds to pse)"),
     Rule("KVL104", "fa-default-scale", WARNING,
@@ -57,7 +59,7 @@ _TABLE: tuple[Rule, ...] = (
     Rule("KVL111", "fa-tnd-missing-lengths", ERROR,
          "a TND/NTD layout without both the query and the KV length arguments"),
     Rule("KVL112", "torch-npu-alias", ERROR,
-         "torch.<npu op> (always raises) or torch_npu.npu.<op> (does not exist)"),
+         "torch.<npu op> (always raises) or torch_npu.npu.<op> (does not exist)", fixable=True),
     Rule("KVL201", "atten-mask-dtype", ERROR, "atten_mask is not bool/int8/uint8 (float or additive mask)"),
     Rule("KVL202", "atten-mask-shape", ERROR,
          "sparse_mode 2/3/4 with a mask that is not the 2048x2048 template"),
@@ -67,7 +69,7 @@ _TABLE: tuple[Rule, ...] = (
     Rule("KVL205", "additive-mask-in-pse", WARNING, "an additive -inf mask passed as pse_shift"),
     Rule("KVL206", "causal-top-left-with-cache", WARNING,
          "top-left causal alignment (sparse_mode=2, SDPA is_causal) over a KV cache"),
-    Rule("KVL301", "block-table-dtype", ERROR, "block_table is not int32"),
+    Rule("KVL301", "block-table-dtype", ERROR, "block_table is not int32", fixable=True),
     Rule("KVL302", "block-size-missing", WARNING, "block_table given without block_size (default 0)"),
     Rule("KVL303", "paged-without-kv-lengths", ERROR, "block_table given without the KV lengths"),
     Rule("KVL304", "block-size-invalid", ERROR, "a literal block_size the documented constraints forbid"),
@@ -92,6 +94,8 @@ _TABLE: tuple[Rule, ...] = (
 )
 
 RULES: dict[str, Rule] = {rule.code: rule for rule in _TABLE}
+FIXABLE: frozenset[str] = frozenset(rule.code for rule in _TABLE if rule.fixable)
+"""Codes of the rules with an autofix."""
 BY_SYMBOL: dict[str, Rule] = {rule.symbol: rule for rule in _TABLE}
 STATIC_RULES: tuple[Rule, ...] = tuple(rule for rule in _TABLE if rule.family in (0, 1, 2, 3))
 
