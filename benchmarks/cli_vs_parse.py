@@ -54,9 +54,9 @@ for path in open(sys.argv[1]).read().splitlines():
 def discover(tree: Path) -> list[str]:
     """The files kvlint lints under ``tree``, by kvlint's own discovery."""
     try:
-        from kvlint.runner import discover as kvlint_discover
+        from kvlint.frontends.runner import discover as kvlint_discover
     except ImportError:
-        from kvlint.cli import discover as kvlint_discover
+        from kvlint.frontends.cli import discover as kvlint_discover
     return list(kvlint_discover([str(tree)]))
 
 
@@ -71,9 +71,9 @@ def read_python(path: str) -> str:
 def gated_out_cost(files: list[str], rounds: int) -> tuple[int, int, float, list[float]]:
     """(files turned away by the gate, their bytes, median ratio lint_file / read, per-round ratios)."""
     try:
-        from kvlint.runner import lint_file
+        from kvlint.frontends.runner import lint_file
     except ImportError:
-        from kvlint.cli import lint_file
+        from kvlint.frontends.cli import lint_file
     from kvlint.analysis.settings import may_have_findings
 
     turned_away = []

@@ -35,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update-results", action="store_true", help="write the section of benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     try:
-        from kvlint.runner import discover
+        from kvlint.frontends.runner import discover
     except ImportError:
-        from kvlint.cli import discover
+        from kvlint.frontends.cli import discover
     machine = harness.machine()
     rows = ["| tree | files | lines | exit | CPU s | wall s | findings per code |", "|---|---|---|---|---|---|---|"]
     listed = []

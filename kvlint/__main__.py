@@ -2,6 +2,6 @@
 
 import sys
 
-from kvlint.cli import main
+from kvlint.frontends.cli import main
 
 sys.exit(main())

@@ -26,7 +26,7 @@ from kvlint.catalogue.rules import FIXABLE
 
 if TYPE_CHECKING:
     from kvlint.analysis.settings import Settings
-    from kvlint.runner import FileResult
+    from kvlint.frontends.runner import FileResult
 
 SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
 """Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""
@@ -116,7 +116,7 @@ def apply_fixes(results: list[FileResult], keep: Callable[[Finding], bool], sett
     """Fix the kept findings of each file: write the files (``write``) or only preview. Returns the results
     (re-linted where a file was rewritten), the unified diffs and the number of findings fixed. A file
     kvlint cannot rewrite keeps its findings and gets a warning; one it cannot write gets an error."""
-    from kvlint.runner import lint_text, read_source
+    from kvlint.frontends.runner import lint_text, read_source
 
     diffs, fixed_count, new_results = [], 0, []
     for result in results:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.docs import render_page
+from kvlint.catalogue.pages import render_page
 from kvlint.catalogue.rules import STATIC_RULES, rule
 
 BAD = '''import torch_npu

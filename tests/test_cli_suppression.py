@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.runner import lint_text
-from kvlint.suppression import read_suppressions
+from kvlint.frontends.runner import lint_text
+from kvlint.frontends.suppression import read_suppressions
 
 CALL = "torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, input_layout='bnsd')"
 """Reported twice on its line: KVL104 (no scale) and KVL106 (lower-case layout)."""

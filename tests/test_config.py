@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.config import Config, ConfigError, find_config, load_config, parse_per_file_ignores, parse_wrappers
+from kvlint.frontends.config import Config, ConfigError, find_config, load_config, parse_per_file_ignores, parse_wrappers
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES
 
 WRAPPED = textwrap.dedent('''\

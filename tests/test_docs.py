@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.docs import explain, render_page
+from kvlint.catalogue.pages import explain, render_page
 from kvlint.checks.engine import lint_source
 from kvlint.catalogue.rules import FIXABLE
 from kvlint.fix import fix_source
@@ -33,7 +33,7 @@ def test_one_page_per_static_rule_and_no_other() -> None:
 
 @pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
 def test_page_on_disk_is_what_the_catalogue_renders(entry: Rule) -> None:
-    """Regenerate with: python -m kvlint.docs docs/rules"""
+    """Regenerate with: python -m kvlint.catalogue.pages docs/rules"""
     assert (ROOT / entry.doc_path).read_text(encoding="utf-8") == render_page(entry)
 
 
@@ -98,7 +98,7 @@ def test_pages_link_nowhere_inside_the_repository_that_does_not_exist() -> None:
 
 
 def test_regenerating_writes_the_same_files(tmp_path: Path) -> None:
-    from kvlint.docs import main
+    from kvlint.catalogue.pages import main
 
     assert main([str(tmp_path)]) == 0
     for page in PAGES.glob("*.md"):

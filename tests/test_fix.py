@@ -268,7 +268,8 @@ def test_fix_of_a_clean_tree_changes_nothing_and_exits_zero(tmp_path: Path) -> N
 
 
 def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, monkeypatch, capsys) -> None:
-    from kvlint import cli, fix
+    from kvlint import fix
+    from kvlint.frontends import cli
 
     path = tmp_path / "m.py"
     path.write_text(BAD_FILE, encoding="utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.cli import main
+from kvlint.frontends.cli import main
 
 BAD = '''import torch_npu
 
@@ -151,8 +151,8 @@ def test_the_linter_works_without_torch_installed(tree: Path) -> None:
         "        if name.split('.')[0] in ('torch', 'torch_npu'):\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from kvlint.cli import main\n"
-        "import kvlint.checkers, kvlint.flake8_plugin\n"
+        "from kvlint.frontends.cli import main\n"
+        "import kvlint.checkers, kvlint.frontends.flake8_plugin\n"
         "code = main(['bad.py'])\n"
         "assert 'torch' not in sys.modules\n"
         "sys.exit(code)\n"

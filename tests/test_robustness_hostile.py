@@ -171,7 +171,7 @@ def test_ten_megabytes_of_code_is_linted_to_the_last_line(tmp_path: Path) -> Non
 def test_files_that_change_between_discovery_and_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Discovery lists the files, then, before they are read, one is deleted, one is replaced by a folder and
     one by a named pipe: each gives one error naming it, and the other files are linted."""
-    from kvlint import runner
+    from kvlint.frontends import runner
 
     for name in ("aa_first.py", "vanishes.py", "becomes_folder.py", "becomes_pipe.py", "zz_last.py"):
         (tmp_path / name).write_text(GOOD, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The text of every static rule's documentation page (rendered by ``kvlint.docs``).
+"""The text of every static rule's documentation page (rendered by ``kvlint.catalogue.pages``).
 
 Code, symbol, severity and summary come from the rule catalogue (``kvlint.catalogue.rules``); whether a rule has
 an autofix comes from the catalogue row (``fixable``). This module holds only what a catalogue row cannot: what the

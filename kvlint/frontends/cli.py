@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from kvlint import __version__
-from kvlint.config import Config, ConfigError, find_config, load_config
+from kvlint.frontends.config import Config, ConfigError, find_config, load_config
 from kvlint.analysis.finding import Finding
-from kvlint.output import FORMATS, format_text, render, statistics
-from kvlint.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
+from kvlint.frontends.output import FORMATS, format_text, render, statistics
+from kvlint.frontends.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
 
 __all__ = ["FileResult", "SKIPPED_DIRECTORIES", "build_parser", "discover", "format_text", "lint_file", "main",
            "read_source", "run", "selected"]
@@ -111,12 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_rules:
-        from kvlint.docs import rules_table
+        from kvlint.catalogue.pages import rules_table
 
         print(rules_table())
         return 0
     if args.explain:
-        from kvlint.docs import explain
+        from kvlint.catalogue.pages import explain
 
         try:
             print(explain(args.explain), end="")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlint import __version__
-from kvlint.docs import DOCS_HOME, doc_url, full_description, help_text, render_page
+from kvlint.catalogue.pages import DOCS_HOME, doc_url, full_description, help_text, render_page
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
 
@@ -91,7 +91,7 @@ class SourceLines:
     def line(self, path: str, number: int) -> str | None:
         if path not in self._cache:
             try:
-                from kvlint.runner import read_source
+                from kvlint.frontends.runner import read_source
 
                 self._cache[path] = read_source(path).splitlines()
             except (OSError, SyntaxError, UnicodeDecodeError, LookupError):

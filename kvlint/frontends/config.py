@@ -3,7 +3,7 @@
 The CLI reads ``[tool.kvlint]`` from pyproject.toml or ``[kvlint]`` from setup.cfg, in the current folder or
 the nearest folder above it that has one (pyproject.toml wins in one folder), or the file given with
 ``--config``. flake8 reads the same keys from ``[flake8]`` and pylint from its rc file (see
-``kvlint.flake8_plugin`` and ``kvlint.checkers.families``); all three parse values with the functions here.
+``kvlint.frontends.flake8_plugin`` and ``kvlint.checkers.families``); all three parse values with the functions here.
 
 Keys: ``select``, ``ignore`` (codes or prefixes), ``per-file-ignores`` (glob -> codes), ``kv-len-names``
 (replaces the default names of the runner's KV length variable), ``extra-fa-wrappers`` (dotted name of a

@@ -1,6 +1,6 @@
 """Finding the files to lint, reading them as Python does, and linting them (in parallel when asked).
 
-A file's result has its findings after its own suppression comments (``kvlint.suppression``); selection
+A file's result has its findings after its own suppression comments (``kvlint.frontends.suppression``); selection
 (``--select``, ``--ignore``, per-file-ignores) is the caller's business.
 """
 
@@ -18,7 +18,7 @@ from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
 
 from kvlint.checks.engine import lint_source, syntax_error
 from kvlint.analysis.finding import Finding
-from kvlint.suppression import read_suppressions
+from kvlint.frontends.suppression import read_suppressions
 
 SKIPPED_DIRECTORIES = frozenset({
     ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "env", "__pycache__", "build", "dist",
