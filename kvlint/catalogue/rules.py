@@ -20,7 +20,7 @@ class Rule:
     severity: str
     summary: str
     fixable: bool = False
-    """``kvlint --fix`` has a certain rewrite for it (``kvlint.fix``)."""
+    """``kvlint --fix`` has a certain rewrite for it (``kvlint.fix.rewrite``)."""
 
     @property
     def family(self) -> int:

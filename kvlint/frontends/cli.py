@@ -139,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(args.paths, settings, args.jobs)
     fixed_count = 0
     if args.fix or args.diff:
-        from kvlint.fix import FixUnavailable, apply_fixes
+        from kvlint.fix.rewrite import FixUnavailable
+        from kvlint.frontends.fixing import apply_fixes
 
         try:
             results, diffs, fixed_count = apply_fixes(results, keep, settings, write=args.fix)

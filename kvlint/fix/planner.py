@@ -1,4 +1,4 @@
-"""The libcst side of ``kvlint.fix`` (imported only when a fix is asked for).
+"""The libcst side of ``kvlint.fix.rewrite`` (imported only when a fix is asked for).
 
 A ``Planner`` finds, for each finding, the libcst node at the finding's position, decides with the engine's
 own facts (astroid call sites, the catalogue's rename tables) whether the rewrite is certain, and records an
@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProv
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.analysis.finding import Finding
-from kvlint.fix import INT64_NAMES, INT_FACTORIES, SHAPE_METHODS
+from kvlint.fix.rewrite import INT64_NAMES, INT_FACTORIES, SHAPE_METHODS
 
 Position = tuple[int, int]
 Edit = Callable[[cst.CSTNode], cst.CSTNode]
