@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from kvlint import budget_formulas as budget
+from kvlint.budget import formulas as budget
 
 PASS, FAIL = "PASS", "FAIL"
 
@@ -303,7 +303,7 @@ BUDGET_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.int8: "int
 
 
 def print_budget(model: DecoderModel, gen: Generation, batch: int) -> None:
-    """KV bytes per token and for this run, through kvlint.budget_formulas (the code behind kvlint-budget), next to what the caches allocate."""
+    """KV bytes per token and for this run, through kvlint.budget.formulas (the code behind kvlint-budget), next to what the caches allocate."""
     cfg = model.cfg
     geometry = budget.CacheGeometry(
         layers=cfg.layers, dtype=BUDGET_DTYPES[cfg.dtype], kv_heads=cfg.kv_heads, head_dim=cfg.head_dim,

@@ -41,8 +41,8 @@ from fractions import Fraction
 
 import torch
 
-from kvlint.budget_formulas import decode_latency_floor, paged_blocks
-from kvlint.budget_units import BudgetError, parse_bandwidth
+from kvlint.budget.formulas import decode_latency_floor, paged_blocks
+from kvlint.budget.units import BudgetError, parse_bandwidth
 from kvlint.runtime_probe.cache_summary import CacheSection, StepFigures
 from kvlint.runtime_probe.live_call import Geometry, LiveCall
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.budget import main
+from kvlint.budget.cli import main
 
 DATA = Path(__file__).parent / "data" / "budget"
 GOLDEN_ARGS = (DATA / "golden_gqa_tp2.args").read_text().split()

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvlint.budget import geometry_fields_from_config
-from kvlint.budget_formulas import (
+from kvlint.budget.cli import geometry_fields_from_config
+from kvlint.budget.formulas import (
     BLOCK_TABLE_ENTRY_BYTES,
     CacheGeometry,
     amdahl_speedup,
@@ -25,8 +25,8 @@ from kvlint.budget_formulas import (
     paged_blocks,
     sequence_bytes,
 )
-from kvlint.budget_report import BudgetOptions, build_report
-from kvlint.budget_units import BudgetError, parse_bandwidth, parse_lengths, parse_size
+from kvlint.budget.report import BudgetOptions, build_report
+from kvlint.budget.units import BudgetError, parse_bandwidth, parse_lengths, parse_size
 
 DATA = Path(__file__).parent / "data" / "budget"
 GIB = 2**30

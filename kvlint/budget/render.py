@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from fractions import Fraction
 
-from kvlint.budget_formulas import CacheGeometry
-from kvlint.budget_report import BudgetOptions, Section
-from kvlint.budget_units import BINARY_UNITS, DECIMAL_UNITS
+from kvlint.budget.formulas import CacheGeometry
+from kvlint.budget.report import BudgetOptions, Section
+from kvlint.budget.units import BINARY_UNITS, DECIMAL_UNITS
 
 UNITS_LINE = ("units: KiB/MiB/GiB/TiB = 2^10/2^20/2^30/2^40 B (binary); KB/MB/GB/TB = 10^3/10^6/10^9/10^12 B "
               "and TB/s = 10^12 B/s (decimal); JSON times in seconds")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvlint.budget_units import BudgetError
+from kvlint.budget.units import BudgetError
 
 #: Bytes per cache element. fp8 is any 8-bit float format (e4m3/e5m2): the size is what matters here.
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "int8": 1, "fp8": 1}

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from kvlint.budget_formulas import (
+from kvlint.budget.formulas import (
     BLOCK_TABLE_ENTRY_BYTES,
     CacheGeometry,
     amdahl_speedup,
@@ -25,7 +25,7 @@ from kvlint.budget_formulas import (
     sequence_bytes,
     weighted_mean,
 )
-from kvlint.budget_units import BudgetError
+from kvlint.budget.units import BudgetError
 
 
 @dataclass(frozen=True)

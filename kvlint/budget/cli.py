@@ -8,9 +8,9 @@ quantised KV cache buys end to end (Amdahl).
 Every figure is exact integer/rational arithmetic and is reported with its formula in names and the same
 formula in numbers (a Python expression using only + - * / ceil floor), so it can be reproduced by hand.
 This module is the command line (flags, ``config.json``, errors); the formulas the runtime probe calls on
-live shapes are in :mod:`kvlint.budget_formulas`, units and value parsing in :mod:`kvlint.budget_units`,
-the report's sections in :mod:`kvlint.budget_report` and its text/JSON rendering in
-:mod:`kvlint.budget_render`. None of them imports torch.
+live shapes are in :mod:`kvlint.budget.formulas`, units and value parsing in :mod:`kvlint.budget.units`,
+the report's sections in :mod:`kvlint.budget.report` and its text/JSON rendering in
+:mod:`kvlint.budget.render`. None of them imports torch.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from kvlint.budget_formulas import DTYPE_BYTES, CacheGeometry
-from kvlint.budget_render import render_json, render_text
-from kvlint.budget_report import BudgetOptions, build_report
-from kvlint.budget_units import (
+from kvlint.budget.formulas import DTYPE_BYTES, CacheGeometry
+from kvlint.budget.render import render_json, render_text
+from kvlint.budget.report import BudgetOptions, build_report
+from kvlint.budget.units import (
     BudgetError,
     parse_bandwidth,
     parse_int_list,
@@ -220,6 +220,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render_text(sections, geom, source))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
