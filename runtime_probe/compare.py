@@ -65,7 +65,7 @@ def nonfinite(output: torch.Tensor) -> str | None:
 
 
 def _reference_function(op: Operator) -> Callable[..., object]:
-    from kvlint.runtime_probe import reference
+    from kvlint.runtime_probe.reference import operators as reference
 
     return {
         FIA_V1: reference.fused_infer_attention_score,

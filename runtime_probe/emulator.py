@@ -3,7 +3,7 @@ module that exposes them, so NPU model code runs and is tested on machines witho
 
 The operators are defined from the verbatim schema strings of ``kvlint.catalogue.schemas``, so the dispatcher
 accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads`` on FIA v1 raises
-``RuntimeError``). CPU kernels come from ``kvlint.runtime_probe.reference``; fake kernels give the output
+``RuntimeError``). CPU kernels come from ``kvlint.runtime_probe.reference.operators``; fake kernels give the output
 shapes so ``torch.compile`` and FakeTensor tracing work. Operators without a reference raise
 ``NotImplementedError`` naming the operator. A real torch_npu is never shadowed.
 """
@@ -18,9 +18,9 @@ from collections.abc import Callable
 import torch
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe import reference
-from kvlint.runtime_probe.attention_call import lse_dtype
-from kvlint.runtime_probe.layouts import parse_layout, result_shapes
+from kvlint.runtime_probe.reference import operators as reference
+from kvlint.runtime_probe.reference.attention_call import lse_dtype
+from kvlint.runtime_probe.reference.layouts import parse_layout, result_shapes
 
 NAMESPACE = "npu"
 MODULE_NAME = "torch_npu"

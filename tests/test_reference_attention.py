@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe import online_softmax, reference
+from kvlint.runtime_probe.reference import operators as reference
+from kvlint.runtime_probe.reference import online_softmax
 from tests.naive_attention import BIG, allowed_matrix, naive_attention, pack, pack_lse, paged_cache
 
 TOLERANCE = 1e-5

@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from kvlint.runtime_probe import online_softmax
-from kvlint.runtime_probe.reference import (
+from kvlint.runtime_probe.reference import online_softmax
+from kvlint.runtime_probe.reference.operators import (
     fused_infer_attention_score,
     npu_scatter_nd_update_,
     scatter_update_,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvlint.runtime_probe.reference import (
+from kvlint.runtime_probe.reference.operators import (
     fused_infer_attention_score,
     fused_infer_attention_score_v2,
     incre_flash_attention,

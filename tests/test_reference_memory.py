@@ -17,7 +17,7 @@ BOUND_MIB = 64
 
 SCRIPT = r"""
 import resource, sys, torch
-from kvlint.runtime_probe.reference import fused_infer_attention_score
+from kvlint.runtime_probe.reference.operators import fused_infer_attention_score
 
 torch.manual_seed(0)
 heads, kv_heads, dim, q_len, kv_len = (32, 8, 128, 64, 32768) if sys.argv[1] != "prefill" else (4, 4, 16, 8192, 8192)

@@ -14,14 +14,14 @@ from __future__ import annotations
 import torch
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe.attention_call import AttentionCall, attention
-from kvlint.runtime_probe.cache_writes import (
+from kvlint.runtime_probe.reference.attention_call import AttentionCall, attention
+from kvlint.runtime_probe.reference.cache_writes import (
     npu_scatter_nd_update,
     npu_scatter_nd_update_,
     scatter_update,
     scatter_update_,
 )
-from kvlint.runtime_probe.masks import UNBOUNDED
+from kvlint.runtime_probe.reference.masks import UNBOUNDED
 
 __all__ = [
     "fused_infer_attention_score",

@@ -1,6 +1,6 @@
 """One attention call in operator-neutral terms, split into batches and run through the online softmax.
 
-The public functions of ``kvlint.runtime_probe.reference`` translate each operator's arguments into an
+The public functions of ``kvlint.runtime_probe.reference.operators`` translate each operator's arguments into an
 ``AttentionCall``; ``attention`` resolves layouts, lengths, masks and KV readers per batch and runs
 ``online_softmax.attend`` on each. Semantics: reference_semantics.md sections 2-6.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe.layouts import (
+from kvlint.runtime_probe.reference.layouts import (
     Layout,
     batch_lengths,
     cumulative_spans,
@@ -22,15 +22,15 @@ from kvlint.runtime_probe.layouts import (
     result_shapes,
     split_heads,
 )
-from kvlint.runtime_probe.masks import (
+from kvlint.runtime_probe.reference.masks import (
     UNBOUNDED,
     band,
     check_sparse_mode,
     check_template,
     user_masks,
 )
-from kvlint.runtime_probe.online_softmax import BatchProblem, attend
-from kvlint.runtime_probe.paged import (
+from kvlint.runtime_probe.reference.online_softmax import BatchProblem, attend
+from kvlint.runtime_probe.reference.paged import (
     Dequant,
     Reader,
     contiguous_reader,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvlint.runtime_probe.masks import Band, tile_allowed
+from kvlint.runtime_probe.reference.masks import Band, tile_allowed
 
 KEY_BLOCK = 1024
 TILE_ELEMENTS = 2**22
