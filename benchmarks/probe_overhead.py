@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable
 
 import torch
-
-from kvlint.catalogue.operators import FIA_V1
 from kvlint.runtime_probe import emulator
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.config import Settings
 from kvlint.runtime_probe.hooks import ProbedOp
+
+from kvlint.catalogue.operators import FIA_V1
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 VALIDATE = Settings(compare=False)

@@ -2,6 +2,9 @@
 
 ``pylint --load-plugins kvlint`` registers them; ``--disable=all --enable=kvlint`` runs only them.
 Message ids derive from the rule catalogue: KVL1nn -> E71nn/W71nn, KVL2nn -> x72nn, KVL3nn -> x73nn.
+
+A front-end, like ``kvlint.frontends``: it imports the engine, the configuration and suppression parsers,
+and the catalogue; nothing imports it but ``kvlint.register``.
 """
 
 from __future__ import annotations

@@ -18,11 +18,18 @@ from astroid import nodes
 from pylint.checkers import BaseChecker
 from pylint.constants import WarningScope
 
-from kvlint.frontends.config import ConfigError, ignored_for, parse_codes, parse_names, parse_per_file_ignores, parse_wrappers
-from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, may_have_findings
-from kvlint.checks.engine import analyze
 from kvlint.analysis.finding import Finding
+from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.catalogue.rules import STATIC_RULES
+from kvlint.checks.engine import analyze
+from kvlint.frontends.config import (
+    ConfigError,
+    ignored_for,
+    parse_codes,
+    parse_names,
+    parse_per_file_ignores,
+    parse_wrappers,
+)
 from kvlint.frontends.suppression import read_suppressions
 
 _last_analysis: tuple[nodes.Module | None, Settings | None, list[Finding]] = (None, None, [])

@@ -15,9 +15,8 @@ from __future__ import annotations
 import sys
 
 import torch
-from torch import nn
-
 from model import Config, Step, install_emulator, run_example
+from torch import nn
 
 try:
     import torch_npu

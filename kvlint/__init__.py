@@ -2,6 +2,18 @@
 
 ``pylint --load-plugins kvlint`` loads this module and calls :func:`register`.
 Importing kvlint never imports torch or torch_npu.
+
+The packages are the layers; each imports only those before it:
+
+- static linter: ``catalogue`` (schemas, operators, rules, rule pages) <- ``analysis`` (names, call sites,
+  reaching definitions, the value follower) <- ``checks`` (one function per rule, and the engine that runs
+  them) <- ``fix`` (certain rewrites) <- ``frontends`` (CLI, renderers, flake8, pylint reporters,
+  configuration, suppression) and ``checkers`` (pylint);
+- runtime: ``runtime_probe.reference`` (the float32 semantics) <- ``runtime_probe.emulator`` <- the probe
+  (``runtime_probe``), which may read the catalogue and the budget formulas but nothing of the linter;
+- ``budget``: the KV-cache budget tool, on its own.
+
+``tests/test_layers.py`` fails when an import goes the wrong way.
 """
 
 from __future__ import annotations

@@ -1,4 +1,14 @@
-"""Runtime half of kvlint: the float32 reference, the CPU emulator of torch_npu and the probe."""
+"""Runtime half of kvlint: the float32 reference, the CPU emulator of torch_npu and the probe.
+
+- ``reference/``: the float32 semantics of the operators (imports torch and ``kvlint.catalogue`` only);
+- ``emulator/``: torch_npu on a CPU, one module per operator family (imports the reference);
+- this package's own modules are the probe: ``hooks`` and ``op_wrappers`` (where it attaches), ``live_call``
+  and ``checks`` (live checks), ``compare`` (against the reference), ``drift``, ``cache_usage``, ``report``
+  and ``cache_summary`` (what it saw), ``probe`` (activation), ``config`` and ``callsite``.
+
+The probe may import the emulator, the reference, ``kvlint.catalogue`` and ``kvlint.budget``'s formulas;
+nothing here imports the static linter.
+"""
 
 from __future__ import annotations
 

@@ -16,9 +16,10 @@ import runpy
 import sys
 from pathlib import Path
 
+from kvlint.runtime_probe.report import merge, summary, write_json
+
 from kvlint import _startup
 from kvlint.catalogue.rules import ERROR
-from kvlint.runtime_probe.report import merge, summary, write_json
 
 USAGE = "python -m kvlint.runtime_probe SCRIPT [ARGS...] | --merge FILES... [-o OUT]"
 

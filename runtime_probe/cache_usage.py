@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import torch
+from kvlint.runtime_probe.cache_summary import CacheSection, StepFigures
+from kvlint.runtime_probe.live_call import Geometry, LiveCall
 
 from kvlint.budget.formulas import decode_latency_floor, paged_blocks
 from kvlint.budget.units import BudgetError, parse_bandwidth
-from kvlint.runtime_probe.cache_summary import CacheSection, StepFigures
-from kvlint.runtime_probe.live_call import Geometry, LiveCall
 
 BANDWIDTH_VARIABLE = "KVLINT_PROBE_BANDWIDTH"
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"

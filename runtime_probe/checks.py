@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
 from kvlint.catalogue.operators import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
-from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
 TEMPLATE_SHAPES = ((2048, 2048), (1, 2048, 2048), (1, 1, 2048, 2048))

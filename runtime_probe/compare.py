@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from kvlint.runtime_probe.live_call import LiveCall
 
 from kvlint.catalogue.operators import FIA_V1, FIA_V2, IFA, PFA, Operator
-from kvlint.runtime_probe.live_call import LiveCall
 
 EPSILON = {torch.float16: 2.0**-7, torch.bfloat16: 2.0**-6, torch.float32: 1e-4, torch.float64: 1e-4}
 ROW_CORRECTION = 2

@@ -16,7 +16,6 @@ import threading
 from dataclasses import dataclass, field
 
 import torch
-
 from kvlint.runtime_probe.live_call import LiveCall
 
 WRITES = {

@@ -30,13 +30,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kvlint.catalogue.operators import lookup
-from kvlint.catalogue.rules import ERROR, RULES
 from kvlint.runtime_probe import ProbeError
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
 from kvlint.runtime_probe.report import Recorder, summary, write_json
+
+from kvlint.catalogue.operators import lookup
+from kvlint.catalogue.rules import ERROR, RULES
 
 if TYPE_CHECKING:
     from kvlint.runtime_probe.live_call import LiveCall

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvlint.catalogue.rules import RULES
 from kvlint.runtime_probe.cache_summary import merge_sections, section_lines
+
+from kvlint.catalogue.rules import RULES
 
 
 @dataclass

@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.frontends.config import Config, ConfigError, find_config, load_config, parse_per_file_ignores, parse_wrappers
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES
+from kvlint.frontends.config import (
+    Config,
+    ConfigError,
+    find_config,
+    load_config,
+    parse_per_file_ignores,
+    parse_wrappers,
+)
 
 WRAPPED = textwrap.dedent('''\
     from mypkg.ops import fa

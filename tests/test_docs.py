@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from kvlint.catalogue.pages import explain, render_page
-from kvlint.checks.engine import lint_source
-from kvlint.catalogue.rules import FIXABLE
-from kvlint.fix.rewrite import fix_source
 from kvlint.catalogue.rule_pages import DOCS
-from kvlint.catalogue.rules import STATIC_RULES, Rule
+from kvlint.catalogue.rules import FIXABLE, STATIC_RULES, Rule
+from kvlint.checks.engine import lint_source
+from kvlint.fix.rewrite import fix_source
 from tests.conftest import ROOT
 
 PAGES = ROOT / "docs" / "rules"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from kvlint.runtime_probe import emulator
+from kvlint.runtime_probe.reference import operators as reference
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe import emulator
-from kvlint.runtime_probe.reference import operators as reference
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 

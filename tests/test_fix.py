@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.checks.engine import lint_source
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import FIXABLE
+from kvlint.checks.engine import lint_source
 from kvlint.fix.rewrite import fix_source
 
 
@@ -268,8 +268,8 @@ def test_fix_of_a_clean_tree_changes_nothing_and_exits_zero(tmp_path: Path) -> N
 
 
 def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, monkeypatch, capsys) -> None:
-    from kvlint.frontends import fixing as fix
     from kvlint.frontends import cli
+    from kvlint.frontends import fixing as fix
 
     path = tmp_path / "m.py"
     path.write_text(BAD_FILE, encoding="utf-8")

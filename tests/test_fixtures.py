@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.frontends.cli import lint_file
 from kvlint.catalogue.rules import STATIC_RULES
+from kvlint.frontends.cli import lint_file
 from tests.fixture_files import expected_findings, fixture_files
 from tests.frontends import run_cli, run_flake8, run_pylint
 

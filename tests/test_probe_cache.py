@@ -13,12 +13,12 @@ from functools import cached_property
 
 import pytest
 import torch
-
 from kvlint.runtime_probe import cache_usage, emulator
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.__main__ import main
 from kvlint.runtime_probe.live_call import LiveCall
 from kvlint.runtime_probe.report import summary
+
 from tests.probe_fixtures.harness import codes, probe  # noqa: F401
 
 NQ, NKV, D, BLOCK = 4, 2, 32, 128

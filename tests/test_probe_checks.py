@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from kvlint.catalogue.operators import FIA_V1, FIA_V2, IFA, OPERATORS, PFA
 from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
 from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
+
+from kvlint.catalogue.operators import FIA_V1, FIA_V2, IFA, OPERATORS, PFA
 from tests.probe_fixtures import user_calls
 from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
 

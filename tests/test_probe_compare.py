@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from kvlint.catalogue.operators import FIA_V1, OPERATORS
 from kvlint.runtime_probe.compare import compare, nonfinite
 from kvlint.runtime_probe.live_call import LiveCall, bind
+
+from kvlint.catalogue.operators import FIA_V1, OPERATORS
 from tests.probe_fixtures.harness import codes, probe, standin  # noqa: F401
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch._ops import OpOverload, OpOverloadPacket
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-
 from kvlint.runtime_probe import emulator
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.op_wrappers import ProbedOverload, ProbedPacket
+from torch._ops import OpOverload, OpOverloadPacket
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
 from tests.probe_fixtures import toy_model, user_calls
 from tests.probe_fixtures.harness import codes, marked_line, probe  # noqa: F401
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-
 from kvlint.runtime_probe import ProbeError, checks
 from kvlint.runtime_probe.hooks import ProbedOp
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
 from tests.probe_fixtures import user_calls
 from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kvlint.runtime_probe.__main__ import main
 from kvlint.runtime_probe.config import DEFAULT_SAMPLE, Settings, from_env
 from kvlint.runtime_probe.report import merge, summary
+
 from tests.probe_fixtures import user_calls
 from tests.probe_fixtures.harness import STANDIN_PATH, probe, standin  # noqa: F401
 

@@ -16,9 +16,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from kvlint.runtime_probe import probe as runtime_probe
 
 from kvlint import _startup
-from kvlint.runtime_probe import probe as runtime_probe
 from tests.probe_fixtures.harness import STANDIN_PATH
 
 ROOT = Path(__file__).resolve().parent.parent

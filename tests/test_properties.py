@@ -27,10 +27,10 @@ from astroid.builder import AstroidBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlint.catalogue.operators import LAYOUTS, OPERATORS, V1_TO_V2
-from kvlint.checks.engine import analyze, lint_source
 from kvlint.analysis.finding import Finding
+from kvlint.catalogue.operators import LAYOUTS, OPERATORS, V1_TO_V2
 from kvlint.catalogue.rules import RULES
+from kvlint.checks.engine import analyze, lint_source
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, database=None, print_blob=True,

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import math
 import random
-
-import pytest
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pytest
 import torch
+from kvlint.runtime_probe.reference import online_softmax
+from kvlint.runtime_probe.reference import operators as reference
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe.reference import operators as reference
-from kvlint.runtime_probe.reference import online_softmax
 from tests.naive_attention import BIG, allowed_matrix, naive_attention, pack, pack_lse, paged_cache
 
 TOLERANCE = 1e-5

@@ -11,7 +11,6 @@ import math
 
 import pytest
 import torch
-
 from kvlint.runtime_probe.reference import online_softmax
 from kvlint.runtime_probe.reference.operators import (
     fused_infer_attention_score,

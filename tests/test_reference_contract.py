@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from kvlint.runtime_probe.reference.operators import (
     fused_infer_attention_score,
     fused_infer_attention_score_v2,

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from astroid import nodes
 from astroid.const import Context
 
-from kvlint.catalogue.operators import OPERATORS, Operator, lookup
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
+from kvlint.catalogue.operators import OPERATORS, Operator, lookup
 
 OPERATOR_NAMESPACES = ("torch_npu", "torch.ops.npu", "torchair.ops")
 """Dotted prefixes under which an operator name is the operator."""

@@ -13,7 +13,19 @@ from dataclasses import replace
 from astroid import nodes
 
 from kvlint.analysis.context import Context, values
-from kvlint.analysis.facts import CACHE, CACHE_NAME, NO_CONSTANT, TRIL, TYPED_TENSORS, UNKNOWN_VALUE, Alt, Value, constant, is_number, mapped
+from kvlint.analysis.facts import (
+    CACHE,
+    CACHE_NAME,
+    NO_CONSTANT,
+    TRIL,
+    TYPED_TENSORS,
+    UNKNOWN_VALUE,
+    Alt,
+    Value,
+    constant,
+    is_number,
+    mapped,
+)
 from kvlint.analysis.flow import Path, condition
 from kvlint.analysis.follow import called_function, lookup, returned, self_attribute, tuple_item
 from kvlint.analysis.names import is_self, qualified_name

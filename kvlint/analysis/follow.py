@@ -17,7 +17,6 @@ from kvlint.analysis.flow import OUTER, Param, Path, condition, mutated_name, re
 from kvlint.analysis.names import enclosing_class, is_self, self_assignments
 from kvlint.analysis.tensor_semantics import changed_in_place, combine
 
-
 # Names ------------------------------------------------------------------------------------------------
 
 

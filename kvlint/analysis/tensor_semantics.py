@@ -13,9 +13,27 @@ from astroid import nodes
 
 from kvlint.analysis.context import MAX_DEPTH, MAX_HOPS, Context, values
 from kvlint.analysis.facts import (
-    ADDITIVE, CACHE, CAST_METHODS, EXPANDED, FLOAT_DTYPES, GROWN_CACHE, KV_REPEAT, NO_CONSTANT, TRIL,
-    TYPED_TENSORS, UNKNOWN_VALUE, Alt, Dim, Value, constant, dtype_of, is_additive_scalar, is_number, scalar_dtype,
-    mapped, tensor,
+    ADDITIVE,
+    CACHE,
+    CAST_METHODS,
+    EXPANDED,
+    FLOAT_DTYPES,
+    GROWN_CACHE,
+    KV_REPEAT,
+    NO_CONSTANT,
+    TRIL,
+    TYPED_TENSORS,
+    UNKNOWN_VALUE,
+    Alt,
+    Dim,
+    Value,
+    constant,
+    dtype_of,
+    is_additive_scalar,
+    is_number,
+    mapped,
+    scalar_dtype,
+    tensor,
 )
 from kvlint.analysis.flow import Param, Path, reaching_definitions
 from kvlint.analysis.names import qualified_name

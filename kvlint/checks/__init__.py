@@ -2,6 +2,9 @@
 
 A call check takes an operator ``CallSite`` and yields ``Issue``s; a module check takes the module and the
 settings. To add a rule: add its row to ``kvlint.catalogue.rules``, write its function here, list it below.
+``engine`` runs these tables over a module; the front-ends call it.
+
+Imports: ``kvlint.catalogue`` and ``kvlint.analysis``. Never the fixer or the front-ends.
 """
 
 from kvlint.checks.arguments import (

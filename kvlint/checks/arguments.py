@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.evaluate import literal
+from kvlint.analysis.finding import Issue
 from kvlint.catalogue.operators import (
     FA,
     FA_LAYOUTS,
@@ -27,8 +29,6 @@ from kvlint.catalogue.operators import (
     ROPE_ONLY_SPARSE_MODES,
     SCALE_PARAM,
 )
-from kvlint.analysis.finding import Issue
-from kvlint.analysis.evaluate import literal
 
 _ANY_SCALE = frozenset(SCALE_PARAM.values())
 _ANY_NUM_HEADS = frozenset(NUM_HEADS_PARAM.values())

@@ -6,15 +6,23 @@ Facts: torch_npu_ops.md sections 5.4 (paged attention), 6 (cache write operators
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
-from kvlint.catalogue.operators import FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, KV_RMSNORM_OUTPUTS, OUT_OF_PLACE_SCATTER
 from kvlint.analysis.facts import KV_REPEAT
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
 from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.settings import Settings
+from kvlint.catalogue.operators import (
+    FIA,
+    IFA,
+    INFERENCE_ATTENTION,
+    KV_LENGTHS_PARAM,
+    KV_RMSNORM_OUTPUTS,
+    OUT_OF_PLACE_SCATTER,
+)
 
 PAGED_OPERATORS = FIA | {IFA}
 """Operators that take block_table / block_size."""

@@ -8,16 +8,17 @@ reference_semantics.md sections 4 and 8).
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
-from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.settings import Settings
+from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
 FA_MASK_DTYPES = frozenset({"bool", "uint8"})

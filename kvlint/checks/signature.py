@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
-from kvlint.catalogue.operators import FA, FIA_V1, FIA_V2, IFA_PFA_SPELLINGS, OPERATORS, V1_TO_V2, V2_TO_V1
 from kvlint.analysis.finding import Issue
+from kvlint.catalogue.operators import FA, FIA_V1, FIA_V2, IFA_PFA_SPELLINGS, OPERATORS, V1_TO_V2, V2_TO_V1
 
 
 def version_mix(site: CallSite, keyword: str) -> str | None:

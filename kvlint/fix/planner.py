@@ -17,9 +17,13 @@ from astroid.const import Context
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
-from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.analysis.finding import Finding
-from kvlint.fix.rewrite import INT64_NAMES, INT_FACTORIES, SHAPE_METHODS
+from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
+
+SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
+"""Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""
+INT_FACTORIES = frozenset({"arange", "tensor", "as_tensor", "zeros", "ones", "full", "empty", "randint"})
+INT64_NAMES = frozenset({"int64", "long"})
 
 Position = tuple[int, int]
 Edit = Callable[[cst.CSTNode], cst.CSTNode]

@@ -18,13 +18,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.rules import FIXABLE
-
-SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
-"""Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""
-INT_FACTORIES = frozenset({"arange", "tensor", "as_tensor", "zeros", "ones", "full", "empty", "randint"})
-INT64_NAMES = frozenset({"int64", "long"})
 
 
 class FixUnavailable(Exception):

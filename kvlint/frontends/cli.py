@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from kvlint import __version__
-from kvlint.frontends.config import Config, ConfigError, find_config, load_config
 from kvlint.analysis.finding import Finding
+from kvlint.frontends.config import Config, ConfigError, find_config, load_config
 from kvlint.frontends.output import FORMATS, format_text, render, statistics
 from kvlint.frontends.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvlint.catalogue.operators import OPERATORS
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, Settings
+from kvlint.catalogue.operators import OPERATORS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 from astroid import MANAGER
 
 from kvlint import __version__
-from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
 from kvlint.checks.engine import lint_source
+from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
 from kvlint.frontends.suppression import read_suppressions
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlint import __version__
-from kvlint.catalogue.pages import DOCS_HOME, doc_url, full_description, help_text, render_page
 from kvlint.analysis.finding import Finding
+from kvlint.catalogue.pages import DOCS_HOME, doc_url, full_description, help_text, render_page
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
 
 FORMATS = ("text", "json", "github", "sarif")

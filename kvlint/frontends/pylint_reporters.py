@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from pylint.reporters.base_reporter import BaseReporter
 
-from kvlint.frontends.output import RuleDescriptor, SarifLog
 from kvlint.catalogue.rules import STATIC_RULES
+from kvlint.frontends.output import RuleDescriptor, SarifLog
 
 if TYPE_CHECKING:
     from pylint.message import Message

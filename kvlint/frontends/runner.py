@@ -14,10 +14,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
-
-from kvlint.checks.engine import lint_source, syntax_error
 from kvlint.analysis.finding import Finding
+from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
+from kvlint.checks.engine import lint_source, syntax_error
 from kvlint.frontends.suppression import read_suppressions
 
 SKIPPED_DIRECTORIES = frozenset({

@@ -20,9 +20,9 @@ import types
 from collections.abc import Callable
 
 import torch
+from kvlint.runtime_probe.emulator import attention, kv_cache
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe.emulator import attention, kv_cache
 
 NAMESPACE = "npu"
 MODULE_NAME = "torch_npu"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-
-from kvlint.catalogue import operators
 from kvlint.runtime_probe.reference import operators as reference
 from kvlint.runtime_probe.reference.attention_call import lse_dtype
 from kvlint.runtime_probe.reference.layouts import parse_layout, result_shapes
+
+from kvlint.catalogue import operators
 
 REFERENCES: dict[str, Callable[..., object]] = {
     operators.FIA_V1: reference.fused_infer_attention_score,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from kvlint.runtime_probe.reference import operators as reference
 
 from kvlint.catalogue import operators
-from kvlint.runtime_probe.reference import operators as reference
 
 REFERENCES: dict[str, Callable[..., object]] = {
     "scatter_update": reference.scatter_update,

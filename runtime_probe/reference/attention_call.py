@@ -11,8 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
-from kvlint.catalogue import operators
 from kvlint.runtime_probe.reference.layouts import (
     Layout,
     batch_lengths,
@@ -39,6 +37,8 @@ from kvlint.runtime_probe.reference.paged import (
     paged_reader,
     with_prefix,
 )
+
+from kvlint.catalogue import operators
 
 
 @dataclass(frozen=True)

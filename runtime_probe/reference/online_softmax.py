@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
 from kvlint.runtime_probe.reference.masks import Band, tile_allowed
 
 KEY_BLOCK = 1024

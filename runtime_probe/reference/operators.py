@@ -12,8 +12,6 @@ Semantics: reference_semantics.md (sections 1-6, 9; the section 10 choices are n
 from __future__ import annotations
 
 import torch
-
-from kvlint.catalogue import operators
 from kvlint.runtime_probe.reference.attention_call import AttentionCall, attention
 from kvlint.runtime_probe.reference.cache_writes import (
     npu_scatter_nd_update,
@@ -22,6 +20,8 @@ from kvlint.runtime_probe.reference.cache_writes import (
     scatter_update_,
 )
 from kvlint.runtime_probe.reference.masks import UNBOUNDED
+
+from kvlint.catalogue import operators
 
 __all__ = [
     "fused_infer_attention_score",

@@ -13,7 +13,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.config import Settings
 

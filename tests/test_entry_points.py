@@ -1,0 +1,56 @@
+"""The public entry points keep working whatever the layout inside: every declared console script and
+plugin loads, the console scripts run, and the documented import paths resolve."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DISTRIBUTION = importlib.metadata.distribution(importlib.metadata.packages_distributions()["kvlint"][0])
+ENTRY_POINTS = [ep for ep in DISTRIBUTION.entry_points if ep.group in ("console_scripts", "flake8.extension")]
+BIN = str(Path(sys.executable).parent)
+
+
+def test_the_distribution_declares_the_documented_entry_points() -> None:
+    assert {(ep.group, ep.name) for ep in ENTRY_POINTS} == {
+        ("console_scripts", "kvlint"), ("console_scripts", "kvlint-budget"), ("flake8.extension", "KVL"),
+    }
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS, ids=lambda ep: f"{ep.group}:{ep.name}")
+def test_every_entry_point_loads(entry_point: importlib.metadata.EntryPoint) -> None:
+    assert callable(entry_point.load())
+
+
+@pytest.mark.parametrize(("script", "args", "expected"), [
+    ("kvlint", ["--version"], "kvlint "),
+    ("kvlint-budget", ["--layers", "2", "--kv-heads", "1", "--head-dim", "8"], "KV bytes per token"),
+])
+def test_console_scripts_run(script: str, args: list[str], expected: str) -> None:
+    path = shutil.which(script, path=BIN)
+    assert path is not None, f"{script} is not installed next to {sys.executable}"
+    done = subprocess.run([path, *args], capture_output=True, text=True, check=True)
+    assert expected in done.stdout
+
+
+@pytest.mark.parametrize("dotted", [
+    "kvlint:register",
+    "kvlint.reporters:SarifReporter",
+    "kvlint.runtime_probe.emulator:install",
+    "kvlint.checkers:register_checkers",
+])
+def test_documented_import_paths_resolve(dotted: str) -> None:
+    module, _, attribute = dotted.partition(":")
+    assert callable(getattr(importlib.import_module(module), attribute))
+
+
+@pytest.mark.parametrize("module", ["kvlint", "kvlint.budget", "kvlint.runtime_probe"])
+def test_python_dash_m_runs(module: str) -> None:
+    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "usage" in done.stdout.lower(), done.stderr
