@@ -64,7 +64,7 @@ def paged_decode(torch_npu, key: torch.Tensor, value: torch.Tensor, table: list[
 
 
 def steps(running: runtime_probe.Probe) -> list[dict[str, object]]:
-    return running._cache_usage().section().as_json()["steps"]
+    return running.report()["cache"]["steps"]
 
 
 def test_a_paged_decode_call_reads_its_lengths_times_the_bytes_per_token(emulated):
@@ -155,9 +155,9 @@ def test_the_report_has_a_cache_section_with_timings_bandwidth_and_floor(emulate
     paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])
     running.finish()
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report) == ["findings", "sites", "cache"]
+    assert list(report) == ["findings", "sites", "cache", "process"]
     cache = report["cache"]
-    assert list(cache) == ["timing_source", "peak_bytes_per_s", "steps"]
+    assert list(cache) == ["timing_source", "peak_bytes_per_s", "steps", "unmeasured_steps"]
     assert cache["timing_source"] == "emulator" and cache["peak_bytes_per_s"] == 1.6e12
     (step,) = cache["steps"]
     assert list(step) == STEP_KEYS
@@ -170,7 +170,7 @@ def test_without_the_emulator_the_timings_are_the_devices(emulated, monkeypatch)
     running, torch_npu = emulated()
     paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])
     monkeypatch.setattr(emulator, "is_installed", lambda: False)
-    assert running._cache_usage().section().timing_source == "device"
+    assert running.report()["cache"]["timing_source"] == "device"
 
 
 def test_a_malformed_bandwidth_is_announced_and_ignored(capsys):
@@ -208,7 +208,7 @@ def test_the_text_summary_has_a_cache_section():
     text = summary(_report([_step(), _step(step=2, phase="prefill", seconds=None, achieved_bytes_per_s=None)]))
     lines = text.splitlines()
     start = lines.index("KV cache reads per step (emulator timings; no floor: KVLINT_PROBE_BANDWIDTH unset)")
-    assert lines[start - 1] == "1 call site(s), 0 finding(s)"
+    assert lines[start - 2:start] == ["1 call site(s), 0 finding(s)", "probe time: 0.0 us per call over 2 call(s)"]
     assert lines[start + 1].split("  ")[0] == "step"
     assert lines[start + 2].split() == ["1", "decode", "2", "35072", "137/768", "3/6", "0.5", "7.01e+04", "-"]
     assert lines[start + 3].split() == ["2", "prefill", "2", "35072", "137/768", "3/6", "-", "-", "-"]

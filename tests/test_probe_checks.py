@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
+from kvlint.runtime_probe.checks import SIGNATURE_CHECKS, VALUE_CHECKS, non_causal_prefill
 from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
 
 from kvlint.catalogue.operators import FIA_V1, FIA_V2, IFA, OPERATORS, PFA
@@ -38,11 +38,13 @@ def test_correct_calls_give_no_finding(probe, standin):
 
 
 def check_codes(name: str, query, key, value, **keywords) -> set[str]:
-    """The codes the argument checks report for one call (bound like a live call, not run)."""
+    """The codes the argument checks report for one call (bound like a live call, not run); "KVL507" when
+    KVL507's condition on the call holds (whether it is reported is the decoder evidence's to say)."""
     bound = bind(OPERATORS[name], (query, key, value), keywords)
     assert bound is not None
     call = LiveCall(OPERATORS[name], bound, is_concrete(list(bound.values())))
-    return {code for code, check in ARGUMENT_CHECKS.items() if check(call)}
+    codes = {code for code, check in {**SIGNATURE_CHECKS, **VALUE_CHECKS}.items() if check(call)}
+    return codes | ({"KVL507"} if non_causal_prefill(call) else set())
 
 
 Q = torch.zeros(2, 4, 3, 16)
@@ -67,12 +69,12 @@ GOOD = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.25,
         ({"input_layout": "BSH"}, {"KVL106"}),
         ({"input_layout": "bnsd"}, {"KVL106"}),
         ({"key_rope": torch.zeros(2, 2, 8, 64)}, {"KVL108"}),
-        ({"actual_seq_lengths": [3, 3, 3]}, set()),
+        ({"actual_seq_lengths": [3, 3, 3]}, {"KVL503"}),
         ({"actual_seq_lengths": [3, 4]}, {"KVL503"}),
         ({"actual_seq_lengths_kv": [8]}, set()),
         ({"actual_seq_lengths_kv": torch.tensor([8, 9])}, {"KVL503"}),
         ({"actual_seq_lengths_kv": [-1, 8]}, {"KVL503"}),
-        ({"actual_seq_lengths_kv": [8, 5, 7]}, set()),
+        ({"actual_seq_lengths_kv": [8, 5, 7]}, {"KVL503"}),
         ({"sparse_mode": 0, "atten_mask": None}, {"KVL507"}),
     ],
 )

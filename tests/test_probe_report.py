@@ -17,7 +17,9 @@ from tests.probe_fixtures import user_calls
 from tests.probe_fixtures.harness import STANDIN_PATH, probe, standin  # noqa: F401
 
 FINDING_KEYS = ["code", "symbol", "severity", "message", "op", "path", "line", "count"]
-SITE_KEYS = ["op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err"]
+SITE_KEYS = ["op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err", "raised",
+             "first_raise", "probe_seconds"]
+PROCESS_KEYS = ["pid", "parent_pid", "rank", "world_size", "operator_calls"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -56,9 +58,12 @@ def test_json_report_has_exactly_the_documented_shape(probe, standin, tmp_path):
     user_calls.clean_calls(torch_npu)
     running.finish()
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report) == ["findings", "sites", "cache"]
+    assert list(report) == ["findings", "sites", "cache", "process"]
     assert all(list(entry) == FINDING_KEYS for entry in report["findings"])
     assert all(list(entry) == SITE_KEYS for entry in report["sites"])
+    assert list(report["process"]) == PROCESS_KEYS and report["process"]["pid"] == os.getpid()
+    assert report["process"]["operator_calls"] == sum(site["calls"] for site in report["sites"]) == 7
+    assert all(site["probe_seconds"] > 0 and site["raised"] == 0 for site in report["sites"])
     missing = next(f for f in report["findings"] if f["code"] == "KVL203")
     assert missing == {**missing, "symbol": "sparse-mode-needs-mask", "severity": "error", "count": 2,
                        "op": "npu_fused_infer_attention_score", "path": "tests/probe_fixtures/user_calls.py"}
@@ -85,7 +90,8 @@ def test_merge_adds_counts_and_keeps_the_largest_error():
              "sites": [{**site, "calls": 5, "max_abs_err": 0.75, "max_rel_err": None}]}
     merged = merge([rank0, rank1])
     assert merged["findings"] == [{**finding, "count": 3}]
-    assert merged["sites"] == [{**site, "calls": 7, "validated": 4, "compared": 2, "max_abs_err": 0.75}]
+    assert merged["sites"] == [{**site, "calls": 7, "validated": 4, "compared": 2, "max_abs_err": 0.75, "raised": 0,
+                                "first_raise": None, "probe_seconds": 0.0}]
     table = summary(merged)
     assert "run.py:3" in table and "KVL501x3" in table and "0.75" in table
 

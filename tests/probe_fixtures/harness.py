@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from kvlint.runtime_probe import emulator
 from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.config import Settings
 
@@ -59,6 +60,25 @@ def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ModuleT
 
     monkeypatch.syspath_prepend(STANDIN_PATH)
     yield load
+    sys.modules.pop("torch_npu", None)
+    if previous is not None:
+        sys.modules["torch_npu"] = previous
+
+
+@pytest.fixture
+def emulated(probe, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., tuple[runtime_probe.Probe, ModuleType]]]:
+    """``emulated(standins={name: function}, **settings)``: the emulated torch_npu, with stand-ins for
+    operators the emulator does not implement set on it, under an active probe (which wraps them too)."""
+    previous = sys.modules.pop("torch_npu", None)
+
+    def start(standins: dict[str, Callable[..., object]] | None = None, **settings: object):
+        module = emulator.install()
+        for name, function in (standins or {}).items():
+            monkeypatch.setattr(module, name, function)
+        return probe(**settings), module
+
+    yield start
+    runtime_probe.deactivate()
     sys.modules.pop("torch_npu", None)
     if previous is not None:
         sys.modules["torch_npu"] = previous

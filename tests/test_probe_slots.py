@@ -1,0 +1,99 @@
+"""KVL509 (a slot written in the step that the layer's attention does not read) and KVL510 (the attention
+reads positions no write filled), on contiguous caches, paged caches and TND packed lengths; KVL505
+keyed so that separate requests and threads never compare.
+
+The engines are ``tests/probe_fixtures/serving.py`` on the emulated torch_npu; ``npu_scatter_pa_kv_cache``
+has no emulator kernel on this branch, so the paged engines write through the stand-in's implementation
+(``tests/probe_fixtures/standin.py``), set on the emulated module and wrapped by the probe like any
+operator.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.probe_fixtures import serving, standin
+from tests.probe_fixtures.harness import codes, emulated, marked_line, probe  # noqa: F401
+
+SERVING = Path(serving.__file__)
+PATH = "tests/probe_fixtures/serving.py"
+SLOT_WRITER = {"npu_scatter_pa_kv_cache": standin.npu_scatter_pa_kv_cache}
+ENGINES = {"contiguous": serving.contiguous, "coordinates": serving.coordinates, "paged": serving.paged,
+           "packed": serving.packed}
+
+
+def sites(running, code: str) -> set[tuple[str, int]]:
+    return {(f.path, f.line) for f in running.recorder.findings.values() if f.code == code}
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_lengths_that_count_the_new_tokens_give_no_finding(engine, emulated):
+    running, torch_npu = emulated(SLOT_WRITER, sample=None)
+    ENGINES[engine](torch_npu)
+    assert codes(running) == {}
+    assert all(site.compared == site.calls for site in running.recorder.sites.values() if "attention" in site.op)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_the_decode_off_by_one_is_kvl509_at_the_attention_call(engine, emulated):
+    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    ENGINES[engine](torch_npu, extra=-1)
+    assert set(codes(running)) == {"KVL509"}
+    assert sites(running, "KVL509") == {(PATH, marked_line(SERVING, f"{engine} attention"))}
+    (finding,) = running.recorder.findings.values()
+    write_line = marked_line(SERVING, f"{engine} write")
+    assert f"{PATH}:{write_line})" in finding.message
+    assert "not attended" in finding.message
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_reading_one_position_past_the_written_ones_is_kvl510(engine, emulated):
+    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    ENGINES[engine](torch_npu, extra=1)
+    assert set(codes(running)) == {"KVL510"}
+    assert sites(running, "KVL510") == {(PATH, marked_line(SERVING, f"{engine} attention"))}
+    (finding,) = running.recorder.findings.values()
+    assert "rows are all zero" in finding.message and "never written since the cache was allocated" in finding.message
+
+
+def test_messages_name_the_request_position_and_lengths(emulated):
+    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    serving.packed(torch_npu, extra=-1)
+    (finding,) = running.recorder.findings.values()
+    assert finding.message.startswith("batch 1's token was written at position 8 in this step "
+                                      "(npu_scatter_pa_kv_cache at tests/probe_fixtures/serving.py:")
+    assert "reads positions below 8 of batch 1 (actual_seq_kvlen=[4, 8])" in finding.message
+    running.recorder.findings.clear()
+    serving.packed(torch_npu, extra=1)
+    (finding,) = running.recorder.findings.values()
+    assert finding.message.startswith("batch 1 reads position 9 of its key cache, whose rows are all zero")
+    assert "actual_seq_kvlen=[4, 10] counts tokens that are not in the cache" in finding.message
+
+
+def test_requests_served_in_turn_with_their_own_caches_never_drift(emulated):
+    running, torch_npu = emulated(strict=True, sample=None)
+    serving.round_robin(torch_npu, requests=2)
+    serving.round_robin(torch_npu, requests=3)
+    assert codes(running) == {}
+
+
+def test_threads_with_their_own_caches_never_drift(emulated):
+    running, torch_npu = emulated(strict=True, compare=False)
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            serving.round_robin(torch_npu, requests=1, steps=6)
+            serving.contiguous(torch_npu, layers=3)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and codes(running) == {}
