@@ -156,7 +156,8 @@ def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None)
     if batch is not None and len(lengths) not in (1, batch):
         packed = (f"; {len(lengths)} lengths for {batch} batch row(s) look like sequences packed into one row, "
                   "which needs the TND layout with cumulative lengths") if len(lengths) > batch else ""
-        return f"has {len(lengths)} entries for a batch of {batch} (needs 1 or {batch}){packed}"
+        needs = "1" if batch == 1 else f"1 or {batch}"
+        return f"has {len(lengths)} entries for a batch of {batch} (needs {needs}){packed}"
     for index, value in enumerate(lengths):
         if value < 0:
             return f"entry {index} is negative ({value})"
@@ -274,7 +275,7 @@ def non_causal_prefill(call: LiveCall) -> tuple[int, int] | None:
     if call.get("sparse_mode") != 0 or call.get("atten_mask") is not None:
         return None
     q_len = max(_query_lengths(call, geo) or [geo.q_seq]) if geo.varlen else geo.q_seq
-    kv_lengths = call.per_batch_kv_lengths(geo.batch) if geo.paged else None
+    kv_lengths = None if geo.varlen and not geo.paged else call.per_batch_kv_lengths(geo.batch)
     kv_len = max(kv_lengths) if kv_lengths else geo.kv_seq
     if q_len <= 1 or kv_len is None or kv_len < q_len:
         return None

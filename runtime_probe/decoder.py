@@ -6,8 +6,8 @@ arguments alone cannot tell them apart, so the probe looks for the evidence that
 any one is enough, and the message names it:
 
 1. in the same step, the call's keys were written to a KV cache (the probe sees the write);
-2. the keys are a cache: paged (``block_table``), or a cache that a probed write fills and that holds more
-   tokens than the query, which sits at its end (chunked prefill). A key tensor merely reused across calls
+2. the keys are a cache: paged (``block_table``), or a cache that a probed write filled, holding more
+   tokens than there are queries (chunked prefill). A key tensor merely reused across calls
    is not enough: a cross-attention reads the same encoder keys at every step;
 3. the same call site is called with a single query token (decode), before or after.
 
@@ -60,7 +60,7 @@ def _evidence(call: LiveCall, step: Step, caches: Caches, q_len: int, kv_len: in
     if call.get("block_table") is not None:
         return "the keys are a paged KV cache (block_table)"
     if layer in caches.filled and kv_len > q_len:
-        return f"the keys are a KV cache holding {kv_len} tokens for the {q_len} queries at its end (chunked prefill)"
+        return f"the keys are a KV cache a cache write filled, holding {kv_len} tokens for {q_len} queries (chunked prefill)"
     return None
 
 

@@ -68,40 +68,56 @@ class Step:
 
 
 class Caches:
-    """The tensors known to be KV caches, by ``data_ptr``, each mapped to its layer identity."""
+    """The tensors known to be KV caches, by ``data_ptr``, each mapped to its layer identity.
+
+    A known pointer counts only while it still belongs to the same storage (a weak reference to it): a
+    cache freed after a warm-up and a new one allocated at its address are two layers."""
 
     def __init__(self) -> None:
         self._identity: dict[int, int] = {}
+        self._storages: dict[int, weakref.ref[torch.UntypedStorage]] = {}
         self._keys: dict[int, weakref.ref[torch.Tensor]] = {}
+        self._layers = itertools.count(1)
         self.filled: dict[int, int] = {}
         """Layer that a probed cache write filled (not merely read twice, or paged) -> its cache set."""
 
-    def written(self, tensor: torch.Tensor, step: int = 0) -> int:
+    def identity(self, tensor: torch.Tensor) -> int | None:
         pointer = tensor.data_ptr()
-        layer = self._identity.setdefault(pointer, pointer)
+        layer = self._identity.get(pointer)
+        if layer is None:
+            return None
+        if self._storages[pointer]() is tensor.untyped_storage():
+            return layer
+        del self._identity[pointer], self._storages[pointer]
+        return None
+
+    def _remember(self, tensor: torch.Tensor, layer: int) -> int:
+        self._identity[tensor.data_ptr()] = layer
+        self._storages[tensor.data_ptr()] = weakref.ref(tensor.untyped_storage())
+        return layer
+
+    def written(self, tensor: torch.Tensor, step: int = 0) -> int:
+        layer = self.identity(tensor)
+        if layer is None:
+            layer = self._remember(tensor, next(self._layers))
         self.filled.setdefault(layer, step)
         return layer
 
-    def follow(self, old: torch.Tensor, new: object) -> None:
+    def follow(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """An out-of-place write returned ``new`` in place of the cache ``old``."""
-        if isinstance(new, torch.Tensor) and new.data_ptr() != old.data_ptr():
-            self._identity[new.data_ptr()] = self._identity.get(old.data_ptr(), old.data_ptr())
-
-    def identity(self, tensor: torch.Tensor) -> int | None:
-        return self._identity.get(tensor.data_ptr())
+        if new.data_ptr() != old.data_ptr():
+            self._remember(new, self.identity(old) or next(self._layers))
 
     def read(self, key: torch.Tensor, paged: bool) -> int | None:
         """The layer of an attention call's key: a known cache, a paged one, or a key read before that is
         still the same tensor object."""
-        pointer = key.data_ptr()
-        known = self._identity.get(pointer)
+        known = self.identity(key)
         if known is not None:
             return known
-        if paged:
-            return self._identity.setdefault(pointer, pointer)
+        pointer = key.data_ptr()
         seen = self._keys.get(pointer)
-        if seen is not None and seen() is key:
-            return self._identity.setdefault(pointer, pointer)
+        if paged or (seen is not None and seen() is key):
+            return self._remember(key, next(self._layers))
         self._keys[pointer] = weakref.ref(key)
         return None
 

@@ -246,3 +246,53 @@ def test_merge_concatenates_the_steps_of_each_rank(tmp_path, capsys):
     ]
     out = capsys.readouterr().out
     assert "rank  step  phase" in out and "decode: 4 step(s), 106216 bytes read in 2 s" in out
+
+
+def test_a_prefill_over_fresh_keys_is_its_own_step_before_the_decode_steps(emulated):
+    """Each layer writes its new tokens into its paged cache (one call site, as engines do); the prompt's
+    attention reads the freshly projected K/V, each decode step's the cache (another call site). The
+    prefill must not merge into the first decode step."""
+    running, torch_npu = emulated()
+    caches = [paged_cache(6).zero_() for _ in range(2)]
+    table = [[0, 1, 2], [3, 4, 5]]
+    template = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    prompt = 7
+
+    def write(cache: torch.Tensor, start: int, tokens: torch.Tensor) -> None:
+        slots = torch.tensor([row[0] * BLOCK + start + t for row in table for t in range(tokens.shape[1])])
+        torch_npu.npu_scatter_nd_update_(cache.view(-1, NKV * D), slots.reshape(-1, 1), tokens.reshape(-1, NKV * D))
+
+    for cache in caches:
+        fresh = torch.randn(2, prompt, NKV * D).half()
+        write(cache, 0, fresh)
+        torch_npu.npu_fused_infer_attention_score(
+            torch.randn(2, prompt, NQ * D).half(), fresh, fresh, num_heads=NQ, num_key_value_heads=NKV,
+            scale=D**-0.5, input_layout="BSH", sparse_mode=3, atten_mask=template)
+    for grown in range(2):
+        for cache in caches:
+            write(cache, prompt + grown, torch.randn(2, 1, NKV * D).half())
+            paged_decode(torch_npu, cache, cache, table, [prompt + grown + 1] * 2)
+    assert [(s["phase"], s["calls"]) for s in steps(running)] == [("prefill", 2), ("decode", 2), ("decode", 2)]
+    assert codes(running) == {}
+
+
+def test_a_warm_up_call_that_never_comes_back_does_not_hold_the_step_open(emulated):
+    running, torch_npu = emulated()
+    paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])  # a dummy cache, once
+    layers = [paged_cache(6) for _ in range(3)]
+    for _ in range(3):
+        for key in layers:
+            paged_decode(torch_npu, key, key, [[0, 1, 2], [3, 4, 5]])
+    assert [s["calls"] for s in steps(running)] == [4, 3, 3]
+
+
+def test_steps_beyond_the_value_checked_calls_are_counted_as_unmeasured(emulated, capsys):
+    running, torch_npu = emulated(value_first=4, value_every=0)
+    layers = [paged_cache(6) for _ in range(2)]
+    for _ in range(5):
+        for key in layers:
+            paged_decode(torch_npu, key, key, [[0, 1, 2], [3, 4, 5]])
+    cache = running.report()["cache"]
+    assert ([s["step"] for s in cache["steps"]], cache["unmeasured_steps"]) == ([1, 2], 3)
+    assert ("3 later step(s) not measured: their calls were not all value-checked (KVLINT_PROBE_VALUE_FIRST=all "
+            "measures every step)") in summary(running.report())
