@@ -6,7 +6,8 @@ package data in the regular wheel only; the editable wheel carries just its own 
 So the files are written by ``build_py`` into the regular wheel's root, and added to the editable wheel
 by wrapping its strategy (the object that writes the editable wheel's files), which keeps that
 wheel's RECORD complete, so ``pip uninstall`` removes them. The name sorts after ``__editable__*.pth``,
-so an editable kvlint is importable when the line runs (linter_conventions.md section 5).
+so an editable kvlint is importable when the line runs (linter_conventions.md section 5). The ``.pth`` line
+tests ``KVLINT_PROBE`` / ``KVLINT_EMULATE`` itself, so that with both unset no process imports any of kvlint.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
+START_LINE = (
+    'import os; (os.environ.get("KVLINT_PROBE") or os.environ.get("KVLINT_EMULATE")) '
+    'and __import__("kvlint._startup")._startup.activate_from_env()\n'
+)
+"""The ``.pth`` line: ``site`` has imported ``os`` already, and kvlint is imported only when a variable is set."""
 START_FILES = {
-    "kvlint.pth": "import kvlint._startup; kvlint._startup.activate_from_env()\n",
+    "kvlint.pth": START_LINE,
     "kvlint.start": "kvlint._startup:activate_from_env\n",
 }
 

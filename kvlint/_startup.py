@@ -1,13 +1,18 @@
 """Interpreter start-up hook, run by the ``kvlint.pth`` line in site-packages on every Python start.
 
-It runs in every process of the environment (pip, pytest, editor helpers), so with ``KVLINT_PROBE`` and
-``KVLINT_EMULATE`` unset it returns after two environment lookups, importing nothing (not torch). It
-never raises: a failure is one line on stderr and the program runs unprobed. It may run twice in one
-start (a venv's site-packages is processed twice), hence a guard per variable: ``python -m
-kvlint.runtime_probe`` calls this again after setting ``KVLINT_PROBE``, which must still take effect.
-"""
+It runs in every process of the environment (pip, pytest, editor helpers, torchrun ranks). The ``.pth``
+line itself tests the two variables and imports this module only when one of them is set, so with
+``KVLINT_PROBE`` and ``KVLINT_EMULATE`` unset start-up imports nothing of kvlint. This module imports only
+``os`` and ``sys`` until a variable asks for more, and it never raises: a failure is one line on stderr and
+the program runs unprobed. It may run twice in one start (a venv's site-packages is processed twice), hence
+a guard per variable: ``python -m kvlint.runtime_probe`` calls it again after setting ``KVLINT_PROBE``,
+which must still take effect.
 
-from __future__ import annotations
+``KVLINT_EMULATE=1`` does not import torch at start-up: it adds a ``sys.meta_path`` entry that installs
+the emulator when the program first imports ``torch_npu``, so the processes that never do (pip, compile
+workers, tools) pay nothing. A real torch_npu, when there is one, is imported as usual (the emulator never
+shadows it) and the variable is announced as ignored.
+"""
 
 import os
 import sys
@@ -21,16 +26,44 @@ def _wanted(variable: str) -> bool:
     return variable not in _started and os.environ.get(variable, "").strip().lower() not in OFF
 
 
-def activate_from_env() -> None:
-    """``KVLINT_EMULATE=1``: install the CPU emulator of torch_npu; ``KVLINT_PROBE=...``: start the probe."""
-    if _wanted("KVLINT_EMULATE"):
-        _started.add("KVLINT_EMULATE")
+class _Installed:
+    """Loader of the emulated ``torch_npu`` that ``emulator.install()`` has put in ``sys.modules``."""
+
+    def __init__(self, module: object) -> None:
+        self._module = module
+
+    def create_module(self, spec: object) -> object:
+        return self._module
+
+    def exec_module(self, module: object) -> None:
+        """Nothing to run: the emulator built the module."""
+
+
+class EmulatorOnImport:
+    """A ``sys.meta_path`` entry that installs the CPU emulator the first time ``torch_npu`` is imported."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
+        if fullname != "torch_npu":
+            return None
+        if self in sys.meta_path:  # once: from now on the ordinary import system decides
+            sys.meta_path.remove(self)
         try:
+            from importlib.machinery import ModuleSpec
+
             from kvlint.runtime_probe import emulator
 
-            emulator.install()
-        except Exception as exc:  # noqa: BLE001 - start-up must never break the user's program
+            return ModuleSpec(fullname, _Installed(emulator.install()))
+        except Exception as exc:  # noqa: BLE001 - an import hook must never break the program's import
             print(f"kvlint: KVLINT_EMULATE ignored: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return None
+
+
+def activate_from_env() -> None:
+    """``KVLINT_EMULATE=1``: install the CPU emulator of torch_npu when torch_npu is first imported;
+    ``KVLINT_PROBE=...``: start the probe."""
+    if _wanted("KVLINT_EMULATE"):
+        _started.add("KVLINT_EMULATE")
+        sys.meta_path.insert(0, EmulatorOnImport())
     if _wanted("KVLINT_PROBE"):
         _started.add("KVLINT_PROBE")
         try:

@@ -53,12 +53,13 @@ _PREFIXES: dict[tuple[object, ...], tuple[str, ...]] = {}
 def excluded_prefixes() -> tuple[str, ...]:
     """Path prefixes whose frames are never the user's call site; recomputed only when the loaded torch or
     torch_npu module changes (torch_npu may load, or be replaced, at any time)."""
-    modules = (sys.modules.get("torch"), sys.modules.get("torch_npu"))
-    key = tuple((id(module), getattr(module, "__file__", None)) for module in modules)
-    if key not in _PREFIXES:
+    modules = sys.modules
+    key = (id(modules.get("torch")), id(modules.get("torch_npu")))
+    prefixes = _PREFIXES.get(key)
+    if prefixes is None:
         found = (_module_prefix("torch"), _module_prefix("torch_npu"))
-        _PREFIXES[key] = _KVLINT_DIRS + tuple(prefix for prefix in found if prefix)
-    return _PREFIXES[key]
+        prefixes = _PREFIXES[key] = _KVLINT_DIRS + tuple(prefix for prefix in found if prefix)
+    return prefixes
 
 
 _RELATIVE: dict[tuple[str, str], str] = {}
@@ -73,13 +74,13 @@ def relative(path: str, root: str) -> str:
     return _RELATIVE[key]
 
 
-_KINDS: dict[tuple[CodeType, tuple[str, ...]], str] = {}
+_KINDS: dict[tuple[CodeType, int], str] = {}
 _COMPILED: dict[tuple[int, int], tuple[str, int] | None] = {}
 """(id of the graph or generated module, line) -> the user's (file, line) it was compiled from."""
 
 
 def _kind(code: CodeType, prefixes: tuple[str, ...]) -> str:
-    key = (code, prefixes)
+    key = (code, id(prefixes))
     kind = _KINDS.get(key)
     if kind is None:
         filename = code.co_filename

@@ -135,9 +135,13 @@ def _unread_message(call: LiveCall, rows: ReadRows, written: _Written, unread: t
               f"{int(rows.positions[owners[0]])})" if owners.numel() else "a row no request reads")
     else:
         request, at = int(rows.requests[owners[0]]), f"position {int(rows.positions[owners[0]])}"
-    return (f"batch {request}'s token was written at {at} in this step ({where}) but this call reads positions "
-            f"below {rows.lengths[request]} of batch {request} ({_lengths_text(call, rows.lengths)}): the token "
-            "just written is not attended; the KV length must count it (kv_len + new tokens)")
+    return (f"batch {request}'s token was written at {at} in this step ({where}) but this call reads "
+            f"{_first_positions(rows.lengths[request])} of batch {request} ({_lengths_text(call, rows.lengths)}): "
+            "the token just written is not attended; the KV length must count it (kv_len + new tokens)")
+
+
+def _first_positions(count: int) -> str:
+    return "no position" if count <= 0 else "only position 0" if count == 1 else f"only positions 0-{count - 1}"
 
 
 def _where(write: Write) -> str:

@@ -58,17 +58,45 @@ INTERNAL_ERROR = "KVL599"
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
 
 
+Where = int | str
+"""Where a raw call holds an argument: its positional index, or its keyword name."""
+
+
 @dataclass(frozen=True)
 class _Signature:
     """What a call site's first call with an argument signature established."""
 
-    operator: Operator | None
-    """None when the call does not fit the schema (the operator raises; static KVL101/KVL103)."""
+    bound: bool
+    """False when the call does not fit the schema (the operator raises; static KVL101/KVL103)."""
     findings: tuple[tuple[str, str], ...] = ()
     """(code, message) of the signature checks that fired: counted again on every call with it."""
+    places: tuple[Where | None, ...] = ()
+    """Where this signature holds the arguments that place a call in its step (``_PLACED``)."""
 
 
-@dataclass
+def _where(operator: Operator, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Where | None:
+    for index, param in enumerate(operator.positional):
+        if param.name == name and index < len(args):
+            return index
+    return name if name in kwargs else None
+
+
+def _placed(operator: Operator) -> tuple[str, ...]:
+    """The parameters that place a call of ``operator`` in its step: a write's cache and source, an attention
+    call's key and block table."""
+    write = CACHE_WRITES.get(operator.name)
+    if write is not None:
+        return (write.cache, write.source)
+    return ("key", "block_table") if operator.name in INFERENCE_ATTENTION else ()
+
+
+def _get(args: tuple[Any, ...], kwargs: dict[str, Any], where: Where | None) -> Any:
+    if where is None:
+        return None
+    return args[where] if isinstance(where, int) else kwargs[where]
+
+
+@dataclass(slots=True)
 class _Ticket:
     """One probed call on its way through the probe."""
 
@@ -92,19 +120,6 @@ class _Ticket:
     errors: list[ProbeError] = field(default_factory=list)
 
 
-def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
-
-
-def _argument(operator: Operator, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
-    """An argument of a raw call by parameter name (positional or keyword), without binding it."""
-    for index, param in enumerate(operator.positional):
-        if param.name == name:
-            return args[index] if index < len(args) else kwargs.get(name)
-    return kwargs.get(name)
-
-
 class _Modules:
     """The torch-using modules, imported at the first probed call (activation imports no torch)."""
 
@@ -115,9 +130,12 @@ class _Modules:
         from kvlint.runtime_probe.cache_usage import CacheUsage
         from kvlint.runtime_probe.decoder import DecoderEvidence
 
+        import torch
+
         self.cache_rows, self.checks, self.compare, self.coverage = cache_rows, checks, compare, coverage
         self.drift, self.live_call, self.signature = drift, live_call, signature
         self.Invisible = isolation.Invisible
+        self.compiling = torch.compiler.is_compiling
         self.clock = steps.Clock()
         self.cache_usage = CacheUsage()
         self.decoder = DecoderEvidence()
@@ -242,15 +260,16 @@ class Probe:
     def run(self, target: Callable[..., Any], name: str, overload: str,
             args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         local = self._local
-        if not self._attached or getattr(local, "busy", False) or _compiling():
+        if not self._attached or getattr(local, "busy", False):
+            return target(*args, **kwargs)
+        modules = self._modules or self._load()
+        if modules.compiling():
             return target(*args, **kwargs)
         local.busy = True
         started = time.perf_counter()
         ticket: _Ticket | None = None
         try:
-            modules = self._modules or self._load()
-            with modules.Invisible():
-                ticket = self._before(modules, name, overload, args, kwargs)
+            ticket = self._before(modules, name, overload, args, kwargs)
             self._raise_if_strict(ticket)
             begun = time.perf_counter()
             try:
@@ -260,8 +279,7 @@ class Probe:
                 self.recorder.raised(name, ticket.path, ticket.line, error)
                 raise
             ticket.seconds = time.perf_counter() - begun
-            with modules.Invisible():
-                self._after(modules, ticket, result)
+            self._after(modules, ticket, result)
             self._raise_if_strict(ticket)
             return result
         finally:
@@ -278,6 +296,8 @@ class Probe:
 
     def _before(self, modules: _Modules, name: str, overload: str, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> _Ticket:
+        """The call's site, number and step; every check on a checked call, the seen signature's findings
+        on any other (no torch operation runs on those: nothing for the program's modes to see)."""
         try:
             path, line = call_site(self._root)
         except Exception:  # an exotic frame: the call is still probed, under an unknown site
@@ -285,7 +305,7 @@ class Probe:
         number = self.recorder.start_call(name, path, line)
         settings = self.settings
         compare = settings.compare and (settings.sample is None or number <= settings.sample)
-        key = (name, overload, path, line, modules.signature.signature(args, kwargs))
+        key: object = (name, overload, path, line, modules.signature.signature(args, kwargs))
         try:
             known = self._signatures.get(key)
         except TypeError:  # an unhashable argument: no signature, every call is checked
@@ -294,29 +314,28 @@ class Probe:
         ticket = _Ticket(name, path, line, number, checked, compare)
         try:
             if checked:
-                self._check(modules, ticket, key, overload, args, kwargs)
-            elif known is not None and known.operator is not None:
+                with modules.Invisible():
+                    self._check(modules, ticket, key, overload, args, kwargs)
+            elif known is not None and known.bound:
                 ticket.validated = True
                 for code, message in known.findings:
                     self._report(ticket, code, message)
-                self._place(modules, ticket, lambda param: _argument(known.operator, args, kwargs, param))
+                self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
         except Exception as exc:
             self._internal(ticket, "checking the call", exc)
         return ticket
 
-    def _place(self, modules: _Modules, ticket: _Ticket, get: Callable[[str], Any]) -> None:
-        """Put the call in its thread's step and layer (every call: identities only, no device read)."""
+    def _place(self, modules: _Modules, ticket: _Ticket, first: Any = None, second: Any = None) -> None:
+        """Put the call in its thread's step and layer (every call: identities only, no device read).
+        ``first, second``: a write's cache and source, an attention call's key and block table."""
         site = (ticket.path, ticket.line)
         write = CACHE_WRITES.get(ticket.op)
         if write is not None:
-            cache = get(write.cache)
-            if modules.signature.plain(cache):
-                ticket.write, ticket.cache = write, cache
-                ticket.step = modules.clock.write(ticket.op, site, cache, get(write.source))
-        elif ticket.op in INFERENCE_ATTENTION:
-            key = get("key")
-            if modules.signature.plain(key):
-                ticket.step, _ = modules.clock.attention(site, key, get("block_table") is not None)
+            if modules.signature.plain(first):
+                ticket.write, ticket.cache = write, first
+                ticket.step = modules.clock.write(ticket.op, site, first, second)
+        elif ticket.op in INFERENCE_ATTENTION and modules.signature.plain(first):
+            ticket.step, _ = modules.clock.attention(site, first, second is not None)
 
     def _check(self, modules: _Modules, ticket: _Ticket, key: object, overload: str,
                args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -326,7 +345,7 @@ class Probe:
         bound = None if operator is None else live_call.bind(operator, args, kwargs)
         if operator is None or bound is None:
             if key is not None:
-                self._signatures[key] = _Signature(None)
+                self._signatures[key] = _Signature(False)
             return
         call = ticket.call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
         ticket.validated = True
@@ -335,9 +354,11 @@ class Probe:
             message = self._run_check(ticket, code, check)
             if message:
                 found.append((code, message))
+        placed = _placed(operator)
         if key is not None:
-            self._signatures[key] = _Signature(operator, tuple(found))
-        self._place(modules, ticket, call.get)
+            places = tuple(_where(operator, args, kwargs, param) for param in placed)
+            self._signatures[key] = _Signature(True, tuple(found), places)
+        self._place(modules, ticket, *(call.get(param) for param in placed))
         for code, check in modules.checks.VALUE_CHECKS.items():
             self._run_check(ticket, code, check)
         if not call.concrete or ticket.step is None:
@@ -389,6 +410,10 @@ class Probe:
         call = ticket.call
         if call is None or not call.concrete or not ticket.checked or not call.is_attention:
             return
+        with modules.Invisible():
+            self._check_output(modules, ticket, call, result)
+
+    def _check_output(self, modules: _Modules, ticket: _Ticket, call: LiveCall, result: Any) -> None:
         compare = modules.compare
         try:
             if ticket.step is not None:

@@ -16,10 +16,15 @@ import torch
 Signature = tuple[Hashable, ...]
 
 
+_VALUES = frozenset({int, float, str, bool, type(None)})
+
+
 def _describe(value: object) -> Hashable:
-    if isinstance(value, torch.Tensor):
-        return (type(value), value.dtype, value.shape, value.device)
     kind = type(value)
+    if kind in _VALUES:
+        return value  # type: ignore[return-value]
+    if isinstance(value, torch.Tensor):
+        return (kind, value.dtype, value.shape, value.device)
     if kind is list or kind is tuple:
         tensors = tuple(_describe(item) for item in value if isinstance(item, torch.Tensor))  # type: ignore[attr-defined]
         return (kind, len(value), tensors)  # type: ignore[arg-type]

@@ -1,6 +1,8 @@
-"""The rule pages under docs/rules/: one per static rule, identical to what the catalogue renders, and
-their examples do what the pages say (the bad one is reported with exactly the rule's code, the fixed one
-is clean, and an autofix turns the one into the other)."""
+"""The rule pages under docs/rules/: one per rule, identical to what the catalogue renders, and their
+examples do what the pages say: for a static rule the bad one is reported with exactly the rule's code, the
+fixed one is clean, and an autofix turns the one into the other; for a probe rule the bad program, run under
+the probe on the emulator, prints exactly the output the page shows, and the fixed one (and the look-alike)
+nothing."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import pytest
 
 from kvlint.catalogue.pages import explain, render_page
 from kvlint.catalogue.rule_pages import DOCS
-from kvlint.catalogue.rules import FIXABLE, STATIC_RULES, Rule
+from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, PROBE_RULES, STATIC_RULES, Rule
 from kvlint.checks.engine import lint_source
 from kvlint.fix.rewrite import fix_source
 from tests.conftest import ROOT
+from tests.probe_fixtures.harness import run_example
 
 PAGES = ROOT / "docs" / "rules"
 SECTIONS = ["## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Autofix",
@@ -25,27 +28,29 @@ def ids(entry: Rule) -> str:
     return entry.code
 
 
-def test_one_page_per_static_rule_and_no_other() -> None:
-    assert sorted(p.name for p in PAGES.glob("*.md")) == sorted(f"{r.code}.md" for r in STATIC_RULES)
-    assert set(DOCS) == {r.code for r in STATIC_RULES}
+def test_one_page_per_rule_and_no_other() -> None:
+    assert sorted(p.name for p in PAGES.glob("*.md")) == sorted(f"{r.code}.md" for r in DOCUMENTED_RULES)
+    assert set(DOCS) == {r.code for r in DOCUMENTED_RULES}
+    assert {r.code for r in PROBE_RULES} >= {f"KVL5{n:02d}" for n in range(1, 11)} | {"KVL599"}
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", DOCUMENTED_RULES, ids=ids)
 def test_page_on_disk_is_what_the_catalogue_renders(entry: Rule) -> None:
     """Regenerate with: python -m kvlint.catalogue.pages docs/rules"""
     assert (ROOT / entry.doc_path).read_text(encoding="utf-8") == render_page(entry)
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", DOCUMENTED_RULES, ids=ids)
 def test_page_has_every_section_in_order_and_names_the_rule(entry: Rule) -> None:
     page = explain(entry.code)
-    positions = [page.index(section) for section in SECTIONS]
+    sections = [s for s in SECTIONS if s != "Use instead:" or DOCS[entry.code].bad]
+    positions = [page.index(section) for section in sections]
     assert positions == sorted(positions)
     assert page.splitlines()[2] == f"# {entry.code} `{entry.symbol}`"
     assert f"| {entry.severity} |" in page
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", DOCUMENTED_RULES, ids=ids)
 def test_autofix_section_agrees_with_the_fixer(entry: Rule) -> None:
     autofix = explain(entry.code).split("## Autofix\n\n")[1].split("\n")[0]
     doc = DOCS[entry.code]
@@ -67,7 +72,7 @@ def _example(page: str, marker: str) -> str:
     return page.split(marker, 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", [r for r in DOCUMENTED_RULES if DOCS[r.code].bad], ids=ids)
 def test_page_examples_are_the_linted_examples(entry: Rule) -> None:
     page = explain(entry.code)
     assert _example(page, "## Example") == DOCS[entry.code].bad
@@ -102,3 +107,33 @@ def test_regenerating_writes_the_same_files(tmp_path: Path) -> None:
     assert main([str(tmp_path)]) == 0
     for page in PAGES.glob("*.md"):
         assert (tmp_path / page.name).read_bytes() == page.read_bytes()
+
+
+RUNNABLE = [r for r in PROBE_RULES if DOCS[r.code].runnable]
+
+
+def test_only_the_findings_the_emulator_cannot_produce_have_examples_that_are_not_run() -> None:
+    assert {r.code for r in PROBE_RULES if not DOCS[r.code].runnable} == {"KVL501", "KVL599"}
+
+
+@pytest.mark.parametrize("entry", RUNNABLE, ids=ids)
+def test_a_probe_pages_bad_program_prints_the_output_the_page_shows(entry: Rule) -> None:
+    doc = DOCS[entry.code]
+    printed, _ = run_example(doc.bad)
+    assert printed == doc.output
+    assert f": {entry.code} {entry.symbol}: " in doc.output
+    assert doc.output in explain(entry.code)
+
+
+@pytest.mark.parametrize("entry", RUNNABLE, ids=ids)
+def test_a_probe_pages_fixed_program_and_look_alike_run_clean(entry: Rule) -> None:
+    doc = DOCS[entry.code]
+    for program in filter(None, (doc.good, doc.silent)):
+        assert run_example(program) == ("", None)
+
+
+def test_kvl507s_page_shows_the_unmasked_chunked_prefill_and_the_vit_encoder_that_needs_no_mask() -> None:
+    page = explain("KVL507")
+    assert "chunk" in DOCS["KVL507"].bad and "block_table" in DOCS["KVL507"].bad
+    assert "ViT" in DOCS["KVL507"].silent_note and DOCS["KVL507"].silent in page
+    assert page.index("Use instead:") < page.index("Not reported: a ViT encoder layer")

@@ -82,3 +82,25 @@ def emulated(probe, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., t
     sys.modules.pop("torch_npu", None)
     if previous is not None:
         sys.modules["torch_npu"] = previous
+
+
+def run_example(source: str) -> tuple[str, Exception | None]:
+    """What the probe prints for a page's example program, run as ``example.py`` (the working directory
+    is the repository's root) under default settings on a fresh emulated torch_npu, and what the program
+    raised (the operator may reject a bad example after the probe reported it)."""
+    previous = sys.modules.pop("torch_npu", None)
+    stream = io.StringIO()
+    raised = None
+    try:
+        emulator.install()
+        runtime_probe.activate(Settings(), stream=stream)
+        try:
+            exec(compile(source, "example.py", "exec"), {"__name__": "__main__"})  # noqa: S102 - the page's example
+        except Exception as error:
+            raised = error
+    finally:
+        runtime_probe.deactivate()
+        sys.modules.pop("torch_npu", None)
+        if previous is not None:
+            sys.modules["torch_npu"] = previous
+    return stream.getvalue(), raised
