@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import weakref
 from types import CodeType, FrameType, ModuleType
 
 _KVLINT_DIRS = tuple(
@@ -75,8 +76,10 @@ def relative(path: str, root: str) -> str:
 
 
 _KINDS: dict[tuple[CodeType, int], str] = {}
-_COMPILED: dict[tuple[int, int], tuple[str, int] | None] = {}
-"""(id of the graph or generated module, line) -> the user's (file, line) it was compiled from."""
+_GRAPH_LINES: weakref.WeakKeyDictionary[object, dict[int, tuple[str, int] | None]] = weakref.WeakKeyDictionary()
+"""torch.fx graph module -> line of its generated code -> the user's (file, line) it was traced from."""
+_GENERATED_LINES: dict[tuple[str, int], tuple[str, int] | None] = {}
+"""(inductor's generated file, line) -> the user's (file, line) it was compiled from."""
 
 
 def _kind(code: CodeType, prefixes: tuple[str, ...]) -> str:
@@ -120,8 +123,11 @@ def _innermost_user(frames: list[tuple[str, int]], prefixes: tuple[str, ...]) ->
 def _graph_site(frame: FrameType, prefixes: tuple[str, ...]) -> tuple[str, int] | None:
     """The user line behind the current line of a torch.fx graph module's ``forward``."""
     module = frame.f_locals.get("self")
-    key = (id(module), frame.f_lineno)
-    if key not in _COMPILED:
+    try:
+        lines = _GRAPH_LINES.setdefault(module, {})
+    except TypeError:  # not a module (a graph called in some other way)
+        return None
+    if frame.f_lineno not in lines:
         site = None
         line_map = getattr(module, "_lineno_map", None)
         graph = getattr(module, "graph", None)
@@ -132,19 +138,18 @@ def _graph_site(frame: FrameType, prefixes: tuple[str, ...]) -> tuple[str, int] 
             if trace:
                 matches = [(f, int(n)) for f, n in _TRACE_LINE.findall(trace)]
                 site = _innermost_user(list(reversed(matches)), prefixes)
-        _COMPILED[key] = site
-    return _COMPILED[key]
+        lines[frame.f_lineno] = site
+    return lines[frame.f_lineno]
 
 
 def _inductor_site(frame: FrameType, prefixes: tuple[str, ...]) -> tuple[str, int] | None:
     """The user line behind the current line of an inductor-generated module."""
-    filename = frame.f_code.co_filename
-    key = (hash(filename), frame.f_lineno)
-    if key not in _COMPILED:
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    if key not in _GENERATED_LINES:
         codecache = sys.modules["torch._inductor.codecache"]
-        frames = codecache.PyCodeCache.stack_frames_for_code(filename, frame.f_lineno) or []
-        _COMPILED[key] = _innermost_user([(f["filename"], int(f["line"])) for f in frames], prefixes)
-    return _COMPILED[key]
+        frames = codecache.PyCodeCache.stack_frames_for_code(*key) or []
+        _GENERATED_LINES[key] = _innermost_user([(f["filename"], int(f["line"])) for f in frames], prefixes)
+    return _GENERATED_LINES[key]
 
 
 def call_site(root: str, depth: int = 2) -> tuple[str, int]:

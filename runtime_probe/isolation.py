@@ -4,8 +4,9 @@ Inside the user's ``TorchDispatchMode`` (``FlopCounterMode``, memory trackers bu
 ``TorchFunctionMode`` or a profiler, the probe's checks and its reference computation would otherwise show
 up as the program's operators, FLOPs and events. ``Invisible`` pops the dispatch modes, disables the
 torch-function modes and turns off profiler op events on this thread for the probe's work, and restores
-them before the program's operator runs, which the program's modes see as usual. With nothing active it
-costs three flag reads.
+them before the program's operator runs, which the program's modes see as usual. Even reading a tensor's
+shape shows in a torch-function mode, so every step of the probe runs inside it (never nested: the
+profiler flag would be restored too early). With nothing active it costs three flag reads.
 """
 
 from __future__ import annotations

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 
 INTERNAL_ERROR = "KVL599"
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
+MAX_SIGNATURES = 4096
+"""Signatures remembered (the oldest are forgotten): shapes that change at every call (a cache sliced to
+its length) make a new signature each time, and such calls are all checked anyway."""
 
 
 Where = int | str
@@ -241,16 +244,18 @@ class Probe:
 
     def finish(self) -> None:
         """At exit: the summary on stderr and the JSON report. The process that started the probe, and every
-        rank, always report (``no operator call`` when there was none); a worker only when it made calls."""
+        rank, always write the report asked for (``no operator call`` when there was none); a worker only
+        when it made calls. Without calls and without a report to write, nothing is printed (a tool run
+        with ``KVLINT_PROBE`` exported stays quiet)."""
         if self._finished == os.getpid():
             return
         self._finished = os.getpid()
         try:
             report = self.report()
-            if self.worker() and not report["sites"]:
+            path = self.report_file()
+            if not report["sites"] and (self.worker() or path is None):
                 return
             print(summary(report), file=sys.stderr)
-            path = self.report_file()
             if path is not None:
                 write_json(report, path)
         except Exception as exc:
@@ -269,7 +274,8 @@ class Probe:
         started = time.perf_counter()
         ticket: _Ticket | None = None
         try:
-            ticket = self._before(modules, name, overload, args, kwargs)
+            with modules.Invisible():
+                ticket = self._before(modules, name, overload, args, kwargs)
             self._raise_if_strict(ticket)
             begun = time.perf_counter()
             try:
@@ -279,7 +285,8 @@ class Probe:
                 self.recorder.raised(name, ticket.path, ticket.line, error)
                 raise
             ticket.seconds = time.perf_counter() - begun
-            self._after(modules, ticket, result)
+            with modules.Invisible():
+                self._after(modules, ticket, result)
             self._raise_if_strict(ticket)
             return result
         finally:
@@ -297,7 +304,7 @@ class Probe:
     def _before(self, modules: _Modules, name: str, overload: str, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> _Ticket:
         """The call's site, number and step; every check on a checked call, the seen signature's findings
-        on any other (no torch operation runs on those: nothing for the program's modes to see)."""
+        on any other."""
         try:
             path, line = call_site(self._root)
         except Exception:  # an exotic frame: the call is still probed, under an unknown site
@@ -314,8 +321,7 @@ class Probe:
         ticket = _Ticket(name, path, line, number, checked, compare)
         try:
             if checked:
-                with modules.Invisible():
-                    self._check(modules, ticket, key, overload, args, kwargs)
+                self._check(modules, ticket, key, overload, args, kwargs)
             elif known is not None and known.bound:
                 ticket.validated = True
                 for code, message in known.findings:
@@ -324,6 +330,12 @@ class Probe:
         except Exception as exc:
             self._internal(ticket, "checking the call", exc)
         return ticket
+
+    def _remember(self, key: object, signature: _Signature) -> None:
+        signatures = self._signatures
+        if len(signatures) >= MAX_SIGNATURES:
+            signatures.pop(next(iter(signatures)), None)
+        signatures[key] = signature
 
     def _place(self, modules: _Modules, ticket: _Ticket, first: Any = None, second: Any = None) -> None:
         """Put the call in its thread's step and layer (every call: identities only, no device read).
@@ -345,7 +357,7 @@ class Probe:
         bound = None if operator is None else live_call.bind(operator, args, kwargs)
         if operator is None or bound is None:
             if key is not None:
-                self._signatures[key] = _Signature(False)
+                self._remember(key, _Signature(False))
             return
         call = ticket.call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
         ticket.validated = True
@@ -357,7 +369,7 @@ class Probe:
         placed = _placed(operator)
         if key is not None:
             places = tuple(_where(operator, args, kwargs, param) for param in placed)
-            self._signatures[key] = _Signature(True, tuple(found), places)
+            self._remember(key, _Signature(True, tuple(found), places))
         self._place(modules, ticket, *(call.get(param) for param in placed))
         for code, check in modules.checks.VALUE_CHECKS.items():
             self._run_check(ticket, code, check)
@@ -408,9 +420,7 @@ class Probe:
             if modules.signature.plain(returned):
                 modules.clock.caches.follow(ticket.cache, returned)
         call = ticket.call
-        if call is None or not call.concrete or not ticket.checked or not call.is_attention:
-            return
-        with modules.Invisible():
+        if call is not None and call.concrete and ticket.checked and call.is_attention:
             self._check_output(modules, ticket, call, result)
 
     def _check_output(self, modules: _Modules, ticket: _Ticket, call: LiveCall, result: Any) -> None:
@@ -484,6 +494,8 @@ class Probe:
 _ACTIVE: Probe | None = None
 _LOCK = threading.Lock()
 _FORK_HOOKED = False
+_EXPORTED = False
+"""This process set ``KVLINT_PROBE_PARENT`` (and removes it again at deactivation)."""
 
 
 def active() -> Probe | None:
@@ -512,9 +524,12 @@ def activate(settings: Settings, stream: TextIO | None = None) -> Probe:
 
 def deactivate() -> Probe | None:
     """Stop probing and restore every wrapped attribute; returns the probe with what it recorded."""
-    global _ACTIVE
+    global _ACTIVE, _EXPORTED
     with _LOCK:
         probe, _ACTIVE = _ACTIVE, None
+        if _EXPORTED:
+            os.environ.pop(config.PARENT_VARIABLE, None)
+            _EXPORTED = False
     if probe is not None:
         probe.detach()
     return probe
@@ -523,10 +538,13 @@ def deactivate() -> Probe | None:
 def activate_from_env() -> Probe | None:
     """Start-up entry: activate per ``KVLINT_PROBE*`` and report at exit. The first probed process
     exports its pid, so that the processes it starts know that they are its workers."""
+    global _EXPORTED
     settings = from_env()
     if settings is None:
         return None
-    os.environ.setdefault(config.PARENT_VARIABLE, str(os.getpid()))
+    if config.PARENT_VARIABLE not in os.environ:
+        os.environ[config.PARENT_VARIABLE] = str(os.getpid())
+        _EXPORTED = True
     probe = activate(settings)
     atexit.register(probe.finish)
     return probe

@@ -76,7 +76,8 @@ class Caches:
     def __init__(self) -> None:
         self._identity: dict[int, int] = {}
         self._storages: dict[int, weakref.ref[torch.UntypedStorage]] = {}
-        self._keys: dict[int, weakref.ref[torch.Tensor]] = {}
+        self._keys: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+        """Keys read once, by pointer, while they live (a key read again is a static cache)."""
         self._layers = itertools.count(1)
         self.filled: dict[int, int] = {}
         """Layer that a probed cache write filled (not merely read twice, or paged) -> its cache set."""
@@ -86,14 +87,16 @@ class Caches:
         layer = self._identity.get(pointer)
         if layer is None:
             return None
-        if self._storages[pointer]() is tensor.untyped_storage():
+        storage = self._storages.get(pointer)
+        if storage is not None and storage() is tensor.untyped_storage():
             return layer
-        del self._identity[pointer], self._storages[pointer]
+        self._identity.pop(pointer, None)  # dict operations only: threads may race here
+        self._storages.pop(pointer, None)
         return None
 
     def _remember(self, tensor: torch.Tensor, layer: int) -> int:
-        self._identity[tensor.data_ptr()] = layer
         self._storages[tensor.data_ptr()] = weakref.ref(tensor.untyped_storage())
+        self._identity[tensor.data_ptr()] = layer
         return layer
 
     def written(self, tensor: torch.Tensor, step: int = 0) -> int:
@@ -115,10 +118,9 @@ class Caches:
         if known is not None:
             return known
         pointer = key.data_ptr()
-        seen = self._keys.get(pointer)
-        if paged or (seen is not None and seen() is key):
+        if paged or self._keys.get(pointer) is key:
             return self._remember(key, next(self._layers))
-        self._keys[pointer] = weakref.ref(key)
+        self._keys[pointer] = key
         return None
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from tests.probe_fixtures import user_calls
-from tests.probe_fixtures.harness import codes, emulated, marked_line, probe, standin  # noqa: F401
+from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_line, probe, standin  # noqa: F401
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 THIS = "tests/test_probe_guarantees.py"
@@ -106,21 +105,12 @@ def test_threads_share_consistent_counts(probe, standin):
     running = probe(sample=3)
     torch_npu = standin("no_scale")
     q, k, v = user_calls.qkv()
-    errors: list[BaseException] = []
 
     def worker() -> None:
-        try:
-            for _ in range(10):
-                torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(sparse_mode=0, atten_mask=None))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+        for _ in range(10):
+            torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(sparse_mode=0, atten_mask=None))
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert in_threads(worker, 8) == []
     (site,) = running.recorder.sites.values()
     assert (site.calls, site.validated, site.compared) == (80, 80, 3)
     assert codes(running) == {"KVL501": 3}  # no mask over keys nobody wrote to a cache: an encoder's call

@@ -10,13 +10,12 @@ operator.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from tests.probe_fixtures import serving, standin
-from tests.probe_fixtures.harness import codes, emulated, marked_line, probe  # noqa: F401
+from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_line, probe  # noqa: F401
 
 SERVING = Path(serving.__file__)
 PATH = "tests/probe_fixtures/serving.py"
@@ -82,18 +81,9 @@ def test_requests_served_in_turn_with_their_own_caches_never_drift(emulated):
 
 def test_threads_with_their_own_caches_never_drift(emulated):
     running, torch_npu = emulated(strict=True, compare=False)
-    errors: list[BaseException] = []
 
     def serve() -> None:
-        try:
-            serving.round_robin(torch_npu, requests=1, steps=6)
-            serving.contiguous(torch_npu, layers=3)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+        serving.round_robin(torch_npu, requests=1, steps=6)
+        serving.contiguous(torch_npu, layers=3)
 
-    threads = [threading.Thread(target=serve) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == [] and codes(running) == {}
+    assert in_threads(serve, 4) == [] and codes(running) == {}

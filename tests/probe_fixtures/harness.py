@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import io
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +35,24 @@ def codes(probe: runtime_probe.Probe) -> dict[str, int]:
     for finding in probe.recorder.findings.values():
         totals[finding.code] = totals.get(finding.code, 0) + finding.count
     return totals
+
+
+def in_threads(work: Callable[[], object], threads: int) -> list[BaseException]:
+    """Run ``work`` on ``threads`` threads at once; what any of them raised."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # surfaced to the caller
+            errors.append(exc)
+
+    started = [threading.Thread(target=run) for _ in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    return errors
 
 
 @pytest.fixture
