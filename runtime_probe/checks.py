@@ -13,7 +13,7 @@ Two tables, by what a check reads:
 
 A new check is one function and one row. The checks across calls (KVL505, KVL507, KVL509, KVL510) live in
 ``drift``, ``decoder`` and ``coverage``; ``non_causal_prefill`` is KVL507's condition on the call itself.
-Facts: docs/operators/fused_infer_attention.md, incre_prompt_flash_attention.md and kv_cache_writes.md.
+Facts: docs/operators/constraints.md (constraints) and docs/operators/kv_cache_writes.md (cache writes).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ MLA_ROPE_DIM = 64
 
 
 def _sparse_mode_applies(call: LiveCall, geo: Geometry) -> bool:
-    """sparse_mode is ignored by FIA for a single query token without rope (torch_npu_ops.md 5.2)."""
+    """sparse_mode is ignored by FIA for a single query token without rope (docs/operators/fused_infer_attention.md#fia-c26)."""
     if call.name not in SPARSE_MODES:
         return False
     single_token = not geo.varlen and geo.q_seq == 1
