@@ -26,8 +26,10 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from kvlint.runtime_probe import emulator
@@ -36,6 +38,9 @@ from kvlint.runtime_probe.config import Settings
 from kvlint.runtime_probe.hooks import ProbedOp
 
 from kvlint.catalogue.operators import FIA_V1
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 VALIDATE = Settings(compare=False)
@@ -146,11 +151,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--update-results", action="store_true", help="write the table into RESULTS.md")
     options = parser.parse_args()
+    table: list[str] = []
+
+    def emit(line: str) -> None:
+        """Print a row of the table and keep it for RESULTS.md."""
+        table.append(line)
+        print(line, flush=True)
+
     torch.manual_seed(0)
     torch_npu = emulator.install()
-    print(f"{'shape':8} {'mode':36} {'ms/call':>10} {'ratio':>7} {'+us/call':>9}")
-    print(f"{'':8} {'(probe cost rows: wall us added per call, and CPU us in parentheses)':36}")
+    emit(f"{'shape':8} {'mode':36} {'ms/call':>10} {'ratio':>7} {'+us/call':>9}")
+    emit(f"{'':8} {'(probe cost rows: wall us added per call, and CPU us in parentheses)':36}")
     for shape, make_case in (("decode", decode_case), ("prefill", prefill_case)):
         args, keywords = case = make_case()
 
@@ -162,13 +175,13 @@ def main() -> None:
             calls = 4096 if settings.value_every else 1000 if settings.value_first is None else 5000
             costs = [repeated_cost(case, output, settings, calls, warm_up=256) for _ in range(options.runs)]
             wall, cpu = (statistics.median(c[i] for c in costs) for i in (0, 1))
-            print(f"{shape:8} {'probe cost: ' + label:36} {'':>10} {'':>7} {wall * 1e6:9.1f}  (CPU {cpu * 1e6:.1f})")
+            emit(f"{shape:8} {'probe cost: ' + label:36} {'':>10} {'':>7} {wall * 1e6:9.1f}  (CPU {cpu * 1e6:.1f})")
         validation = statistics.median(probe_cost(case, output, 200, VALIDATE) for _ in range(options.runs))
         comparison = statistics.median(
             probe_cost(case, output, options.calls, COMPARE) for _ in range(options.runs)
         )
-        print(f"{shape:8} {'probe cost: validate':36} {'':>10} {'':>7} {validation * 1e6:9.0f}")
-        print(f"{shape:8} {'probe cost: compare':36} {'':>10} {'':>7} {comparison * 1e6:9.0f}")
+        emit(f"{shape:8} {'probe cost: validate':36} {'':>10} {'':>7} {validation * 1e6:9.0f}")
+        emit(f"{shape:8} {'probe cost: compare':36} {'':>10} {'':>7} {comparison * 1e6:9.0f}")
         samples: dict[str, list[float]] = {mode: [] for mode in MODES}
         for _ in range(options.runs):
             for mode, settings in MODES.items():
@@ -176,11 +189,16 @@ def main() -> None:
         base = statistics.median(samples["unprobed"])
         for mode in MODES:
             median = statistics.median(samples[mode])
-            print(f"{shape:8} {mode:36} {median * 1e3:10.3f} {median / base:7.3f} {(median - base) * 1e6:9.0f}")
+            emit(f"{shape:8} {mode:36} {median * 1e3:10.3f} {median / base:7.3f} {(median - base) * 1e6:9.0f}")
         for mode, cost in (("validate", validation), ("compare every call", comparison)):
-            print(f"{shape:8} {mode + ' (unprobed + cost)':36} {(base + cost) * 1e3:10.3f} {(base + cost) / base:7.3f} "
+            emit(f"{shape:8} {mode + ' (unprobed + cost)':36} {(base + cost) * 1e3:10.3f} {(base + cost) / base:7.3f} "
                   f"{cost * 1e6:9.0f}")
 
+    if options.update_results:
+        harness.update_results("probe_overhead", "\n".join([
+            "### Runtime probe overhead (`benchmarks/probe_overhead.py`)", "",
+            f"Command: `python benchmarks/probe_overhead.py --runs {options.runs} --calls {options.calls}`. "
+            f"Machine: {harness.machine()}", "", "```text", *table, "```"]))
 
 if __name__ == "__main__":
     main()

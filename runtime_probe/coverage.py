@@ -95,16 +95,21 @@ def _unread(rows: ReadRows, written: _Written, span: int, paged: bool) -> tuple[
 
     With the requests known, a row outside its request's read range is unread; in a paged cache only if the
     request's block-table row addresses it at all (a slot in no row of the table is padding or a dummy
-    block). Without them, a row is unread when some request addresses it and none reads it."""
+    block). Without them, a row is unread when some request addresses it and none reads it. Rows of a
+    request whose KV length is 0 (a padded batch row) are left alone."""
+    lengths = torch.tensor(rows.lengths, dtype=torch.int64)
+    live = lengths[rows.requests] > 0  # a request of length 0 is padding (or empty): its rows prove nothing
     if written.requests is not None:
         keys = written.requests * span + written.offsets
         addressed = rows.requests * span + rows.offsets
-        unread = ~torch.isin(keys, addressed[rows.read])
+        in_call = written.requests < len(lengths)  # cache rows beyond the call's batch are not its requests
+        served = torch.where(in_call, written.requests, 0)
+        unread = ~torch.isin(keys, addressed[rows.read]) & in_call & (lengths[served] > 0)
         if paged:
             unread &= torch.isin(keys, addressed)
-        return unread, torch.unique(written.requests)
-    hit = torch.isin(rows.offsets, written.offsets)
-    unread = torch.isin(written.offsets, rows.offsets) & ~torch.isin(written.offsets, rows.offsets[rows.read])
+        return unread, torch.unique(written.requests[in_call])
+    hit = torch.isin(rows.offsets, written.offsets) & live
+    unread = torch.isin(written.offsets, rows.offsets[live]) & ~torch.isin(written.offsets, rows.offsets[rows.read])
     return unread, torch.unique(rows.requests[hit])
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.probe_fixtures import serving, standin
 from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_line, probe  # noqa: F401
@@ -87,3 +88,19 @@ def test_threads_with_their_own_caches_never_drift(emulated):
         serving.contiguous(torch_npu, layers=3)
 
     assert in_threads(serve, 4) == [] and codes(running) == {}
+
+
+def test_a_padded_batch_row_of_length_0_proves_nothing(emulated):
+    """A decode batch padded to 3 rows (as for a captured graph): the padding row has KV length 0 and its
+    token is written to a dummy block; only the real rows are judged."""
+    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    k_cache, v_cache = torch.zeros(6, 16, 2, 16), torch.zeros(6, 16, 2, 16)
+    table = torch.tensor([[0, 1], [2, 3], [5, 5]], dtype=torch.int32)
+    for cache in (k_cache, v_cache):
+        cache[[0, 2], :4] = 1.0  # the real requests' first 4 tokens
+    slots = torch.tensor([0 * 16 + 4, 2 * 16 + 4, 5 * 16])  # the padding row's token goes to the dummy block
+    torch_npu.npu_scatter_pa_kv_cache(torch.ones(3, 2, 16), torch.ones(3, 2, 16), k_cache, v_cache, slots, cache_mode="Norm")
+    torch_npu.npu_fused_infer_attention_score(
+        torch.ones(3, 1, 64), k_cache.view(6, 16, 32), v_cache.view(6, 16, 32), block_table=table, block_size=16,
+        actual_seq_lengths_kv=[5, 5, 0], num_heads=4, num_key_value_heads=2, scale=0.25)
+    assert codes(running) == {}

@@ -1080,9 +1080,9 @@ DOCS: dict[str, RuleDoc] = {
         ),
         output=(
             "kvlint-probe: example.py:12: KVL509 probe-written-slot-not-read: batch 0's token was written at "
-            'position 0 in this step (scatter_update_ at example.py:10) but this call reads no position of '
-            'batch 0 (actual_seq_lengths_kv=[0]): the token just written is not attended; the KV length must '
-            'count it (kv_len + new tokens) [npu_fused_infer_attention_score]\n'
+            'position 1 in this step (scatter_update_ at example.py:10) but this call reads only position 0 '
+            'of batch 0 (actual_seq_lengths_kv=[1]): the token just written is not attended; the KV length '
+            'must count it (kv_len + new tokens) [npu_fused_infer_attention_score]\n'
         ),
         references=(
             Reference('KVC-C5 scatter_update positions', f"{KV_CACHE}#kvc-c5"),
