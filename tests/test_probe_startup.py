@@ -83,6 +83,7 @@ def python_c(code: str, **environ: str) -> subprocess.CompletedProcess[str]:
                           env={"PATH": "/usr/bin:/bin", **environ})
 
 
+@pytest.mark.slow
 def test_kvlint_emulate_acts_only_in_a_process_that_imports_torch_npu():
     idle = python_c("import sys; print(sorted(m for m in ('torch', 'kvlint.runtime_probe.emulator') if m in sys.modules))",
                     KVLINT_EMULATE="1")
@@ -92,6 +93,7 @@ def test_kvlint_emulate_acts_only_in_a_process_that_imports_torch_npu():
     assert used.stdout.startswith("True npu.npu_fused_infer_attention_score"), used.stderr
 
 
+@pytest.mark.slow
 def test_kvlint_emulate_leaves_a_real_torch_npu_alone():
     done = python_c("import torch_npu; print(torch_npu.__file__)", KVLINT_EMULATE="1",
                     PYTHONPATH=f"{STANDIN_PATH}:{ROOT}")
