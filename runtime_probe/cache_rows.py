@@ -105,22 +105,6 @@ def written_rows(call: LiveCall, write: CacheWrite) -> WrittenRows | None:
     return None
 
 
-def slot_requests(call: LiveCall, tokens: int) -> torch.Tensor | None:
-    """The request of each of ``tokens`` packed tokens, from the attention call's query layout: the
-    cumulative query lengths (TND, NTD) or S tokens per batch row; None when the counts do not match."""
-    geo = call.geometry
-    if geo is None:
-        return None
-    if geo.varlen:
-        ends = call.lengths(call.query_lengths_param)
-        if not ends or ends[-1] != tokens:
-            return None
-        return torch.searchsorted(torch.tensor(ends), torch.arange(tokens), right=True)
-    if geo.batch is None or geo.batch * geo.q_seq != tokens:
-        return None
-    return torch.arange(geo.batch).repeat_interleave(geo.q_seq)
-
-
 def paged_token_axis(cache: torch.Tensor, block_size: int) -> int | None:
     """The block-offset axis of a paged cache (the layouts of FIA-C41 and the tokens-major one)."""
     if cache.dim() == 3:

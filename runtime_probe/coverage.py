@@ -5,10 +5,13 @@ The pair is the cache write feeding the layer (a value-checked write, in the sam
 thread, to the tensor the attention call reads as its key) and the attention call; rows are compared by
 their byte offsets in the cache (``cache_rows``).
 
-- **KVL509**: a row the write filled for request b is addressed by b (its S axis, its span of T, its
-  block-table row) at a position the call does not read: the classic decode off-by-one, the new token
-  written at ``kv_len`` and ``actual_seq_lengths_kv=kv_len``. A slot that no request addresses at all
-  (padding, a dummy block) proves nothing and is left alone.
+- **KVL509**: a row the write filled for request b lies outside what the call reads for b: past b's KV
+  length on its S axis, its span of T or its block-table row. The request of a row is the write's batch
+  row when the write says (per-row starts, per-batch positions); otherwise (slots, coordinates) it is the
+  request whose S axis, span or block-table row addresses the row, so a write's token order is never
+  assumed to follow the query's. This is the classic decode off-by-one: the new token written at
+  ``kv_len`` and ``actual_seq_lengths_kv=kv_len``. A slot outside b's block-table row (padding, a dummy
+  block) and a request of KV length 0 (a padded batch row) prove nothing and are left alone.
 - **KVL510**: a request that the write served reads a row that the write did not fill and whose elements
   are all exactly 0, the value of a zero-initialised cache row no write has touched (a computed key row
   is never exactly zero in every element). Judged only when the call certainly reads every position up
@@ -23,10 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from kvlint.runtime_probe.cache_rows import ReadRows, WrittenRows, read_rows, slot_requests, zero_rows
+from kvlint.runtime_probe.cache_rows import ReadRows, WrittenRows, read_rows, zero_rows
 from kvlint.runtime_probe.live_call import LiveCall
 from kvlint.runtime_probe.steps import Drift, Step, Write
-
 
 BOTTOM_RIGHT_CAUSAL = 3
 """sparse_mode 3 with the 2048x2048 template: the last query row sees every key up to the KV length."""
@@ -76,16 +78,12 @@ class _Written:
 
     offsets: torch.Tensor
     requests: torch.Tensor | None
-    """The request of each row, when every write says (starts, per-batch positions, or slots mapped to
-    requests through the call's query layout)."""
+    """The request of each row, when every write says (per-row starts, per-batch positions)."""
 
 
-def _join(call: LiveCall, writes: list[Write]) -> _Written:
-    offsets, requests = [], []
-    for write in writes:
-        rows: WrittenRows = write.rows
-        offsets.append(rows.offsets)
-        requests.append(rows.requests if rows.requests is not None else slot_requests(call, rows.offsets.numel()))
+def _join(writes: list[Write]) -> _Written:
+    rows: list[WrittenRows] = [write.rows for write in writes]
+    offsets, requests = [r.offsets for r in rows], [r.requests for r in rows]
     known = all(r is not None for r in requests)
     return _Written(torch.cat(offsets), torch.cat(requests) if known else None)  # type: ignore[arg-type]
 
@@ -169,7 +167,7 @@ def check(call: LiveCall, step: Step, identities: dict[str, int | None]) -> list
         if rows is None:
             continue
         span = tensor.untyped_storage().nbytes() + 1
-        written = _join(call, writes)
+        written = _join(writes)
         unread, served = _unread(rows, written, span, call.get("block_table") is not None)
         if name == "key" and bool(unread.any()):
             findings.append(Finding("KVL509", _unread_message(call, rows, written, unread, _where(writes[0]))))

@@ -74,10 +74,11 @@ class _Signature:
     findings: tuple[tuple[str, str], ...] = ()
     """(code, message) of the signature checks that fired: counted again on every call with it."""
     places: tuple[Where | None, ...] = ()
-    """Where this signature holds the arguments that place a call in its step (``_PLACED``)."""
+    """Where this signature holds the arguments that place a call in its step (``_placed``)."""
 
 
 def _where(operator: Operator, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Where | None:
+    """Where a call with this signature passes parameter ``name`` (None when it leaves the default)."""
     for index, param in enumerate(operator.positional):
         if param.name == name and index < len(args):
             return index

@@ -104,3 +104,32 @@ def test_a_padded_batch_row_of_length_0_proves_nothing(emulated):
         torch.ones(3, 1, 64), k_cache.view(6, 16, 32), v_cache.view(6, 16, 32), block_table=table, block_size=16,
         actual_seq_lengths_kv=[5, 5, 0], num_heads=4, num_key_value_heads=2, scale=0.25)
     assert codes(running) == {}
+
+
+def _decode_with_pairs_in_reverse_batch_order(torch_npu, extra: int) -> None:
+    """A BSH cache written with ``npu_scatter_nd_update_`` whose ``(batch, position)`` pairs list batch 1
+    before batch 0: the pairs say each token's request, so their order against the query's is irrelevant."""
+    generator = torch.Generator().manual_seed(5)
+    k_cache, v_cache = torch.zeros(2, 16, 32), torch.zeros(2, 16, 32)
+    kv_lens = [3, 5]
+    for cache in (k_cache, v_cache):
+        cache[0, :3], cache[1, :5] = torch.randn(3, 32, generator=generator), torch.randn(5, 32, generator=generator)
+    for _ in range(2):
+        pairs = torch.tensor([[1, kv_lens[1]], [0, kv_lens[0]]])
+        for cache in (k_cache, v_cache):
+            torch_npu.npu_scatter_nd_update_(cache, pairs, torch.randn(2, 32, generator=generator))
+        kv_lens = [n + 1 for n in kv_lens]
+        torch_npu.npu_fused_infer_attention_score(
+            torch.randn(2, 1, 64, generator=generator), k_cache, v_cache, num_heads=4, num_key_value_heads=2,
+            input_layout="BSH", scale=0.25, actual_seq_lengths_kv=[n + extra for n in kv_lens])
+
+
+def test_a_write_whose_token_order_differs_from_the_query_s_is_judged_by_its_addresses(emulated):
+    running, torch_npu = emulated(compare=False)
+    _decode_with_pairs_in_reverse_batch_order(torch_npu, extra=0)
+    assert codes(running) == {}
+    _decode_with_pairs_in_reverse_batch_order(torch_npu, extra=-1)
+    assert set(codes(running)) == {"KVL509"}
+    (finding,) = running.recorder.findings.values()
+    assert finding.message.startswith("batch 1's token was written at position 5 in this step")
+    assert "reads only positions 0-4 of batch 1 (actual_seq_lengths_kv=[3, 5])" in finding.message
