@@ -19,7 +19,8 @@ from kvlint.runtime_probe.__main__ import main
 from kvlint.runtime_probe.live_call import LiveCall
 from kvlint.runtime_probe.report import summary
 
-from tests.probe_fixtures.harness import codes, probe  # noqa: F401
+from tests.probe_fixtures import serving
+from tests.probe_fixtures.harness import codes, in_threads, probe  # noqa: F401
 
 NQ, NKV, D, BLOCK = 4, 2, 32, 128
 LENGTHS = [130, 7]
@@ -296,3 +297,14 @@ def test_steps_beyond_the_value_checked_calls_are_counted_as_unmeasured(emulated
     assert ([s["step"] for s in cache["steps"]], cache["unmeasured_steps"]) == ([1, 2], 3)
     assert ("3 later step(s) not measured: their calls were not all value-checked (KVLINT_PROBE_VALUE_FIRST=all "
             "measures every step)") in summary(running.report())
+
+
+def test_threads_serving_their_own_models_count_their_own_steps(emulated):
+    """Two threads, each a 2-layer model run for 3 steps (a prompt, then 2 decode steps) on its own caches,
+    interleaved: every step holds one thread's 2 layers, never a mix of both threads' calls."""
+    running, torch_npu = emulated()
+    assert in_threads(lambda: serving.contiguous(torch_npu, layers=2, steps=3), 2) == []
+    figures = steps(running)
+    expected = [("prefill", 2), ("decode", 2), ("decode", 2)] * 2
+    assert sorted((s["phase"], s["calls"]) for s in figures) == sorted(expected)
+    assert codes(running) == {}
