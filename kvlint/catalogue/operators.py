@@ -11,7 +11,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from kvlint.catalogue.schemas import SCHEMAS
+from kvlint.catalogue import operator_names
+from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 NO_DEFAULT = object()
 """Marker for a parameter that the schema declares without a default (required)."""
@@ -41,6 +42,8 @@ class Operator:
     params: tuple[Param, ...]
     returns: tuple[str, ...]
     schema: str
+    namespace: str = "npu"
+    """The ``torch.library`` namespace the schema is registered in: ``npu``, or ``atb`` for ATB's."""
 
     @property
     def qualified(self) -> str:
@@ -59,7 +62,7 @@ class Operator:
 
 
 _SCHEMA = re.compile(r"^(?P<name>\w+)(?:\.(?P<overload>\w+))?\((?P<args>.*)\)\s*->\s*(?P<returns>.*)$")
-_PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
+_PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)\s*(?:=\s*(?P<default>.+))?$")
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -88,8 +91,9 @@ def _parse_default(text: str) -> object:
     return ast.literal_eval(text)
 
 
-def parse_schema(schema: str) -> Operator:
-    """Parse one registered schema string (``name.overload(args) -> returns``)."""
+def parse_schema(schema: str, namespace: str = "npu") -> Operator:
+    """Parse one registered schema string (``name.overload(args) -> returns``); ATB's spell optional types
+    ``int ? x = 0``, read as ``int? x=0``."""
     match = _SCHEMA.match(schema)
     if match is None:
         raise ValueError(f"not an operator schema: {schema!r}")
@@ -103,7 +107,7 @@ def parse_schema(schema: str) -> Operator:
         if part is None:
             raise ValueError(f"cannot parse parameter {item!r} of {schema!r}")
         default = NO_DEFAULT if part["default"] is None else _parse_default(part["default"])
-        params.append(Param(part["name"], part["type"], default, kw_only))
+        params.append(Param(part["name"], re.sub(r"\s+\?", "?", part["type"]), default, kw_only))
     returns = match["returns"].strip()
     if returns.startswith("("):
         returns = returns[1:-1]
@@ -113,20 +117,43 @@ def parse_schema(schema: str) -> Operator:
         params=tuple(params),
         returns=tuple(_split_top_level(returns)),
         schema=schema,
+        namespace=namespace,
     )
 
 
 OVERLOADS: dict[tuple[str, str], Operator] = {
-    (op.name, op.overload): op for op in map(parse_schema, SCHEMAS)
+    (op.name, op.overload): op
+    for op in [parse_schema(s) for s in SCHEMAS] + [parse_schema(s, "atb") for s in ATB_SCHEMAS]
 }
+
+
+def _called_overload(name: str) -> Operator | None:
+    overloads = [op for (other, _), op in OVERLOADS.items() if other == name]
+    default = OVERLOADS.get((name, "default"))
+    return default or (overloads[0] if len(overloads) == 1 else None)
+
+
 OPERATORS: dict[str, Operator] = {
-    name: op for (name, overload), op in OVERLOADS.items() if overload == "default"
+    name: op for name in dict.fromkeys(name for name, _ in OVERLOADS) if (op := _called_overload(name))
 }
-"""Operator name -> its ``.default`` overload."""
+"""Operator name -> the overload a call of the operator itself reaches: ``.default``, or the only overload
+when there is no ``.default`` (``npu_scatter_pa_cache.value``)."""
 
 
 def lookup(name: str, overload: str = "default") -> Operator | None:
     return OVERLOADS.get((name, overload))
+
+
+# Where operators are reached (docs/operators/dispatcher.md#dsp-c2, #dsp-c6, #dsp-c8), from the generated
+# ``operator_names`` (op-plugin, torch_npu and torchair sources).
+NAMESPACES: dict[str, frozenset[str]] = {
+    "torch_npu": operator_names.NPU | operator_names.TORCH_NPU_OWN | operator_names.TORCH_NPU_ATB,
+    "torch.ops.npu": operator_names.NPU | operator_names.TORCH_NPU_OWN,
+    "torch.ops.atb": operator_names.ATB,
+    "torchair.ops": operator_names.TORCHAIR_OPS,
+}
+"""Dotted prefix under which operators are called -> the operator names that exist there: ``torch_npu``
+exports every ``npu`` operator and ATB's ``API_LIST``; ``torchair.ops`` has only its own few functions."""
 
 
 # Families (torch_npu_ops.md section 4).
