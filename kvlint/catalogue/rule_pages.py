@@ -266,6 +266,35 @@ DOCS: dict[str, RuleDoc] = {
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
             "module does not import it.",
     ),
+    "KVL113": RuleDoc(
+        what="Reports `torch_npu.<name>`, `from torch_npu import <name>`, `torch.ops.npu.<name>`, "
+             "`torch.ops.atb.<name>` and torchair's `tng.ops.<name>` when the namespace has no such operator "
+             "and the name is either a known operator of another namespace (an ATB operator looked up in "
+             "`torch.ops.npu`, one torchair does not wrap, one that lives on `torch_npu.atb`) or a "
+             "misspelling of one there: a letter or two off, a word left out, words swapped. The known names "
+             "are torch_npu's published operator declarations (op-plugin's function table, torch_npu's own, "
+             "ATB's `m.def` schemas and torchair's `ops`), kept in `kvlint/catalogue/operator_names.py`; the "
+             "message names the closest operator. Only names that look like operators (`npu_*`, `_npu_*`, "
+             "`scatter_*`) are judged.",
+        why="The lookup raises `AttributeError` (`ImportError` for the import) when the line runs, which is "
+            "after the model loaded and often only on one branch (the graph-mode path, a test that is skipped "
+            "off the device). Renamed operators are the usual cause: `npu_fused_infer_attention_v2` became "
+            "`npu_fused_infer_attention_score_v2`, and op-plugin's own tests kept the old name. A name that "
+            "adds words to a known one (`npu_gather_selection_kv_cache`) or carries a newer version number is "
+            "not reported: projects register such operators themselves and mount them on `torch_npu` at run "
+            "time, which a one-file linter cannot see. Nor is a name the file tests for (`hasattr`, "
+            "`getattr`, a string), assigns (`torch_npu.npu_x = ...`), or looks up in a `try` that catches "
+            "`AttributeError` / `ImportError`.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_v2(\n"
+            "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+             "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim)\n    )\n",
+        references=(Reference("§1 How the ops are reachable", OPS),),
+        no_fix="The closest name is a suggestion: the intended operator may be another one, or a project's "
+               "own registration.",
+    ),
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
              "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "
