@@ -21,7 +21,7 @@ from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import NONE, qualified_names
-from kvlint.catalogue.operators import NAMESPACES, OPERATORS, Operator, lookup
+from kvlint.catalogue.operators import ARGUMENTS_OF, NAMESPACES, OPERATORS, Operator, lookup
 
 ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
 """Prefixes under which an operator name exists but must not be called (KVL112)."""
@@ -49,6 +49,12 @@ class CallSite:
     @property
     def name(self) -> str:
         return self.operator.name
+
+    @property
+    def role(self) -> str:
+        """The operator whose argument rules apply: the name, or the operator whose arguments it takes
+        (``ARGUMENTS_OF``: FIA's workspace helpers are judged as FIA)."""
+        return ARGUMENTS_OF.get(self.operator.name, self.operator.name)
 
     def argument(self, name: str) -> nodes.NodeNG | None:
         """The expression bound to parameter ``name``, by keyword or by position."""

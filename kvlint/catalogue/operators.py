@@ -165,15 +165,53 @@ FA = "npu_fusion_attention"
 FIA = frozenset({FIA_V1, FIA_V2})
 INFERENCE_ATTENTION = frozenset({FIA_V1, FIA_V2, IFA, PFA})
 """The inference attention operators: three positional parameters, kw-only rest, scale default 1.0."""
-OUT_OF_PLACE_SCATTER = frozenset({"scatter_update", "npu_scatter_nd_update"})
+IN_PLACE_FORM: dict[str, str] = {
+    "scatter_update": "scatter_update_",
+    "npu_scatter_nd_update": "npu_scatter_nd_update_",
+    "npu_scatter_pa_kv_cache_functional": "npu_scatter_pa_kv_cache",
+    "npu_kv_rmsnorm_rope_cache_v2_functional": "npu_kv_rmsnorm_rope_cache_v2",
+}
+"""Cache writers that return updated copies and leave the cache as it was -> the form that writes in place
+(docs/operators/kv_cache_writes.md#kvc-variants)."""
+OUT_OF_PLACE_SCATTER = frozenset(IN_PLACE_FORM)
 KV_RMSNORM_OUTPUTS = {
     "npu_kv_rmsnorm_rope_cache": 4,
     "npu_kv_rmsnorm_rope_cache_v2": 2,
     "npu_kv_rmsnorm_rope_cache_v2_functional": 4,
 }
 
+# The operators real engines call beside them (docs/operators/atb_attention.md, sparse_and_mla.md,
+# fused_infer_attention.md#fia-workspace).
+FIA_V1_WORKSPACE = "_npu_fused_infer_attention_score_get_max_workspace"
+FIA_V2_WORKSPACE = "_npu_fused_infer_attention_score_v2_get_max_workspace"
+ATB_PAGED = frozenset({"_npu_paged_attention", "_npu_paged_attention_get_workspace", "_npu_paged_attention_splitfuse",
+                       "_npu_paged_attention_splitfuse_v2"})
+"""ATB's paged attention: caches read through an int32 ``block_table`` up to ``context_lens`` (ATB-C2)."""
+ATB_FLASH = frozenset({"_npu_flash_attention", "_npu_flash_attention_v3", "_npu_flash_attention_unpad",
+                       "_npu_flash_attention_unpad_v2"})
+"""ATB's self-attention over concatenated sequences, GQA through ``num_kv_heads`` (ATB-C9)."""
+LIGHTNING_INDEXER = "npu_lightning_indexer"
+QUANT_LIGHTNING_INDEXER = "npu_quant_lightning_indexer"
+SFA = "npu_sparse_flash_attention"
+KV_QUANT_SFA = "npu_kv_quant_sparse_flash_attention"
+SPARSE_ATTENTION = frozenset({LIGHTNING_INDEXER, QUANT_LIGHTNING_INDEXER, SFA, KV_QUANT_SFA})
+"""The DeepSeek sparse-attention kernels: query/key layouts of their own, int32 length tensors (SMLA)."""
+
+KEYWORD_HABITS: dict[str, dict[str, str]] = {"_npu_reshape_and_cache": {"slot_mapping": "slot_indices"}}
+"""Operator -> a keyword carried over from its neighbours -> the operator's own name for it: ATB's cache
+write calls its slots ``slot_indices`` where every other writer says ``slot_mapping`` (KVC-C30)."""
+
+ARGUMENTS_OF: dict[str, str] = {FIA_V1_WORKSPACE: FIA_V1, FIA_V2_WORKSPACE: FIA_V2}
+"""Operators that take another operator's arguments and validate them the same way: the workspace helpers
+take exactly FIA's (docs/operators/fused_infer_attention.md#fia-workspace). The rules on which arguments
+exist and which values are accepted (KVL102, KVL106-KVL109, KVL111) judge them as that operator."""
+
 SCALE_PARAM = {FIA_V1: "scale", FIA_V2: "softmax_scale", IFA: "scale_value", PFA: "scale_value"}
 NUM_HEADS_PARAM = {FIA_V1: "num_heads", FIA_V2: "num_query_heads", IFA: "num_heads", PFA: "num_heads"}
+NUM_HEADS_PARAM.update(dict.fromkeys(ATB_PAGED | ATB_FLASH, "num_heads"))
+KV_HEADS_PARAM = dict.fromkeys(INFERENCE_ATTENTION, "num_key_value_heads")
+KV_HEADS_PARAM.update(dict.fromkeys(ATB_PAGED | ATB_FLASH, "num_kv_heads"))
+"""Operators that take fewer KV heads than query heads (GQA), and the parameter that says how many."""
 QUERY_LENGTHS_PARAM = {FIA_V1: "actual_seq_lengths", FIA_V2: "actual_seq_qlen", PFA: "actual_seq_lengths"}
 KV_LENGTHS_PARAM = {
     FIA_V1: "actual_seq_lengths_kv",
@@ -181,7 +219,26 @@ KV_LENGTHS_PARAM = {
     IFA: "actual_seq_lengths",
     PFA: "actual_seq_lengths_kv",
 }
+KV_LENGTHS_PARAM.update(dict.fromkeys(ATB_PAGED, "context_lens"))
+KV_LENGTHS_PARAM.update({LIGHTNING_INDEXER: "actual_seq_lengths_key", QUANT_LIGHTNING_INDEXER: "actual_seq_lengths_key",
+                         SFA: "actual_seq_lengths_kv", KV_QUANT_SFA: "actual_seq_lengths_kv"})
+"""Where each operator takes the per-batch KV lengths; ATB's paged attention calls them ``context_lens``."""
+QUERY_LENGTHS_PARAM.update(dict.fromkeys(SPARSE_ATTENTION, "actual_seq_lengths_query"))
+PAGED_OPERATORS = FIA | {IFA} | ATB_PAGED | SPARSE_ATTENTION
+"""Operators that read the KV cache through an int32 ``block_table`` (torch_npu_ops.md section 5.4, ATB-C2,
+SMLA-C16, SMLA-C32; qli md:56, kqsfa md:55)."""
 
+QUERY_LAYOUT_PARAM = dict.fromkeys(SPARSE_ATTENTION, "layout_query")
+KV_LAYOUT_PARAM = {LIGHTNING_INDEXER: "layout_key", QUANT_LIGHTNING_INDEXER: "layout_key", SFA: "layout_kv",
+                   KV_QUANT_SFA: "layout_kv"}
+"""The sparse-attention kernels give the query and the key their own layout parameter; a TND side needs its
+(cumulative) length argument (SMLA-C15, SMLA-C32; qli md:52-54, kqsfa md:57-59)."""
+SPARSE_ATTENTION_LAYOUTS: dict[str, frozenset[str]] = {
+    "layout_query": frozenset({"BSND", "TND"}),
+    "layout_key": frozenset({"BSND", "TND", "PA_BSND"}),
+    "layout_kv": frozenset({"BSND", "TND", "PA_BSND"}),
+}
+"""Accepted values of those layout parameters (SMLA-C17, SMLA-C31; qli md:58-60, kqsfa md:63-65)."""
 V1_TO_V2: dict[str, str] = {
     "actual_seq_lengths": "actual_seq_qlen",
     "actual_seq_lengths_kv": "actual_seq_kvlen",
@@ -228,7 +285,10 @@ SPARSE_MODES: dict[str, frozenset[int]] = {
     FIA_V1: frozenset(range(5)),
     FIA_V2: frozenset(range(5)),
     PFA: frozenset(range(5)),
+    **dict.fromkeys(SPARSE_ATTENTION, frozenset({0, 3})),
 }
+"""Accepted ``sparse_mode`` values: FIA and PFA 0-4 (torch_npu_ops.md section 5.2), the sparse-attention
+kernels 0 (no causal limit) and 3 (bottom-right causal) (SMLA-C18, SMLA-C21, SMLA-C27; kqsfa md:67-69)."""
 ROPE_ONLY_SPARSE_MODES = frozenset({9})
 """FIA's treeMask mode, valid only with query_rope and key_rope (torch_npu_ops.md section 5.2)."""
 MAX_GQA_RATIO = 64

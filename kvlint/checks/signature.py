@@ -22,6 +22,7 @@ from kvlint.catalogue.operators import (
     FIA_V1,
     FIA_V2,
     IFA_PFA_SPELLINGS,
+    KEYWORD_HABITS,
     NAMESPACES,
     OPERATORS,
     V1_TO_V2,
@@ -30,19 +31,20 @@ from kvlint.catalogue.operators import (
 
 
 def version_mix(site: CallSite, keyword: str) -> str | None:
-    """The KVL102 message for ``keyword`` on FIA v1/v2, or None when it is not a version mix."""
-    op = site.name
-    if op not in (FIA_V1, FIA_V2) or keyword in site.operator.param_names:
+    """The KVL102 message for ``keyword`` on FIA v1/v2 (or a workspace helper of one), or None when it is not
+    a version mix."""
+    role, op = site.role, site.name
+    if role not in (FIA_V1, FIA_V2) or keyword in site.operator.param_names:
         return None
     if keyword in IFA_PFA_SPELLINGS:
-        spelling = IFA_PFA_SPELLINGS[keyword][op]
+        spelling = IFA_PFA_SPELLINGS[keyword][role]
         if spelling is None:
             v1 = IFA_PFA_SPELLINGS[keyword][FIA_V1]
             return (f"'{keyword}' is the IFA/PFA name; {op} has no such parameter "
                     f"({FIA_V1} takes '{v1}')")
         return f"'{keyword}' is the IFA/PFA name; {op} takes '{spelling}'"
-    other, renames = (FIA_V2, V2_TO_V1) if op == FIA_V1 else (FIA_V1, V1_TO_V2)
-    version, other_version = ("v2", "v1") if op == FIA_V1 else ("v1", "v2")
+    other, renames = (FIA_V2, V2_TO_V1) if role == FIA_V1 else (FIA_V1, V1_TO_V2)
+    version, other_version = ("v2", "v1") if role == FIA_V1 else ("v1", "v2")
     if keyword in renames:
         return f"'{keyword}' is the {version} name; {op} takes '{renames[keyword]}'"
     if keyword in OPERATORS[other].param_names:
@@ -55,7 +57,8 @@ def check_unknown_keyword(site: CallSite) -> Iterator[Issue]:
     for keyword, argument in site.keywords.items():
         if keyword in site.operator.param_names or version_mix(site, keyword) is not None:
             continue
-        close = difflib.get_close_matches(keyword, site.operator.param_names, n=1, cutoff=0.6)
+        habit = KEYWORD_HABITS.get(site.name, {}).get(keyword)
+        close = [habit] if habit else difflib.get_close_matches(keyword, site.operator.param_names, n=1, cutoff=0.6)
         hint = f"; did you mean '{close[0]}'?" if close else " (it raises RuntimeError at the call)"
         yield Issue("KVL101", argument.anchor, f"'{keyword}' is not a parameter of {site.operator.qualified}{hint}")
 
