@@ -20,11 +20,13 @@ from astroid.const import Context
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
-from kvlint.analysis.names import NONE, qualified_names
+from kvlint.analysis.names import NONE, is_self, qualified_names
 from kvlint.catalogue.operators import ARGUMENTS_OF, NAMESPACES, OPERATORS, Operator, lookup
 
 ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
 """Prefixes under which an operator name exists but must not be called (KVL112)."""
+_LAST_NAMES = frozenset(OPERATORS) | {op.overload for op in OPERATORS.values()} | {"default", "out"}
+"""What the last attribute of an operator callee can be: an operator's name or an overload's."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,11 @@ def _keys_added(use: nodes.Name) -> dict[str, Argument] | None:
 
 def call_site(call: nodes.Call, wrappers: dict[str, str] | None = None) -> tuple[CallSite, bool] | None:
     """The operator call site of ``call`` and whether its callee is a forbidden alias; None otherwise."""
-    names = qualified_names(call.func)
+    func = call.func
+    if isinstance(func, nodes.Attribute) and func.attrname not in _LAST_NAMES and not is_self(func.expr) and not (
+            wrappers and any(w.rpartition(".")[2] == func.attrname for w in wrappers)):
+        return None  # ``x.attr`` names ``...attr`` unless ``x`` is ``self``, whose attributes alias anything
+    names = qualified_names(func)
     alternatives = sorted(names - {NONE}) if names is not None else []
     found = [operator_for(name, wrappers) for name in alternatives]
     if not found or None in found or len({op for op, _ in found}) != 1:

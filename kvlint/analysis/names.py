@@ -87,8 +87,9 @@ def _name_names(node: nodes.Name, depth: int, active: frozenset[int]) -> _Names:
     scope, bindings = node.lookup(node.name)
     if not bindings:
         return None
-    if scope is not node.frame():
-        return _bindings_names(scope.locals.get(node.name, bindings), node.name, depth, active)
+    defined = scope.locals.get(node.name, bindings)
+    if scope is not node.frame() or len(defined) == 1:
+        return _bindings_names(defined, node.name, depth, active)
     reaching: list[nodes.NodeNG] = []
     for definition, _ in reaching_definitions(node.name, node):
         if definition is UNKNOWN:

@@ -126,9 +126,10 @@ def check_unknown_operator(module: nodes.Module, settings: Settings) -> Iterator
     ImportError) when the line runs. Reported when the name is a known operator's in another namespace, or a
     misspelling of one there; a name that only adds words to a known one may be a project's own operator
     mounted at run time, and code that tests for the name or handles its absence is left alone."""
-    spelled = _strings_and_assigned_attributes(module)
+    spelled: frozenset[str] | None = None
     for node in module.nodes_of_class((nodes.Attribute, nodes.ImportFrom)):
         for name, namespace in _operator_references(node):
+            spelled = _strings_and_assigned_attributes(module) if spelled is None else spelled
             if name in spelled or _handles_absence(node):
                 continue
             message = _unknown_operator(name, namespace, isinstance(node, nodes.ImportFrom))
