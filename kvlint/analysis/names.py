@@ -245,8 +245,8 @@ def _class_values(cls: nodes.ClassDef, attribute: str, seen: frozenset[int]) -> 
     for defined in cls.locals.get(attribute, []):
         statement = defined.parent
         if isinstance(defined, nodes.FunctionDef) and is_property(defined):
-            values += [r.value for r in defined.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
-                       if r.frame() is defined and r.value is not None]
+            returns = defined.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+            values += [r.value for r in returns if r.frame() is defined and r.value is not None]
         elif isinstance(statement, nodes.AnnAssign) and statement.value is None:
             continue  # ``x: T`` declares the attribute without giving it a value
         elif isinstance(statement, (nodes.Assign, nodes.AnnAssign)) and isinstance(defined, nodes.AssignName):

@@ -2,7 +2,7 @@
 
 The schema strings are parsed once at import. Nothing here imports torch or torch_npu.
 Family tables (which operator is FIA v1, which parameter names are renames of which) are facts from
-``torch_npu_ops.md`` sections 3 and 4.
+``docs/operators/fused_infer_attention.md#fia-v1-v2`` and ``#fia-family``.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ NAMESPACES: dict[str, frozenset[str]] = {
 exports every ``npu`` operator and ATB's ``API_LIST``; ``torchair.ops`` has only its own few functions."""
 
 
-# Families (torch_npu_ops.md section 4).
+# Families (docs/operators/fused_infer_attention.md#fia-family).
 FIA_V1 = "npu_fused_infer_attention_score"
 FIA_V2 = "npu_fused_infer_attention_score_v2"
 IFA = "npu_incre_flash_attention"
@@ -186,20 +186,24 @@ FIA_V1_WORKSPACE = "_npu_fused_infer_attention_score_get_max_workspace"
 FIA_V2_WORKSPACE = "_npu_fused_infer_attention_score_v2_get_max_workspace"
 ATB_PAGED = frozenset({"_npu_paged_attention", "_npu_paged_attention_get_workspace", "_npu_paged_attention_splitfuse",
                        "_npu_paged_attention_splitfuse_v2"})
-"""ATB's paged attention: caches read through an int32 ``block_table`` up to ``context_lens`` (ATB-C2)."""
+"""ATB's paged attention: caches read through an int32 ``block_table`` up to ``context_lens``
+(docs/operators/atb_attention.md#atb-c2)."""
 ATB_FLASH = frozenset({"_npu_flash_attention", "_npu_flash_attention_v3", "_npu_flash_attention_unpad",
                        "_npu_flash_attention_unpad_v2"})
-"""ATB's self-attention over concatenated sequences, GQA through ``num_kv_heads`` (ATB-C9)."""
+"""ATB's self-attention over concatenated sequences, GQA through ``num_kv_heads``
+(docs/operators/atb_attention.md#atb-c9)."""
 LIGHTNING_INDEXER = "npu_lightning_indexer"
 QUANT_LIGHTNING_INDEXER = "npu_quant_lightning_indexer"
 SFA = "npu_sparse_flash_attention"
 KV_QUANT_SFA = "npu_kv_quant_sparse_flash_attention"
 SPARSE_ATTENTION = frozenset({LIGHTNING_INDEXER, QUANT_LIGHTNING_INDEXER, SFA, KV_QUANT_SFA})
-"""The DeepSeek sparse-attention kernels: query/key layouts of their own, int32 length tensors (SMLA)."""
+"""The DeepSeek sparse-attention kernels: query/key layouts of their own, int32 length tensors
+(docs/operators/sparse_and_mla.md#smla-constraints)."""
 
 KEYWORD_HABITS: dict[str, dict[str, str]] = {"_npu_reshape_and_cache": {"slot_mapping": "slot_indices"}}
 """Operator -> a keyword carried over from its neighbours -> the operator's own name for it: ATB's cache
-write calls its slots ``slot_indices`` where every other writer says ``slot_mapping`` (KVC-C30)."""
+write calls its slots ``slot_indices`` where every other writer says ``slot_mapping``
+(docs/operators/kv_cache_writes.md#kvc-c30)."""
 
 ARGUMENTS_OF: dict[str, str] = {FIA_V1_WORKSPACE: FIA_V1, FIA_V2_WORKSPACE: FIA_V2}
 """Operators that take another operator's arguments and validate them the same way: the workspace helpers
@@ -225,20 +229,23 @@ KV_LENGTHS_PARAM.update({LIGHTNING_INDEXER: "actual_seq_lengths_key", QUANT_LIGH
 """Where each operator takes the per-batch KV lengths; ATB's paged attention calls them ``context_lens``."""
 QUERY_LENGTHS_PARAM.update(dict.fromkeys(SPARSE_ATTENTION, "actual_seq_lengths_query"))
 PAGED_OPERATORS = FIA | {IFA} | ATB_PAGED | SPARSE_ATTENTION
-"""Operators that read the KV cache through an int32 ``block_table`` (torch_npu_ops.md section 5.4, ATB-C2,
-SMLA-C16, SMLA-C32; qli md:56, kqsfa md:55)."""
+"""Operators that read the KV cache through an int32 ``block_table`` (docs/operators/fused_infer_attention.md#fia-c34,
+docs/operators/atb_attention.md#atb-c2, docs/operators/sparse_and_mla.md#smla-c16, #smla-c32; op-plugin's qli md:56,
+kqsfa md:55)."""
 
 QUERY_LAYOUT_PARAM = dict.fromkeys(SPARSE_ATTENTION, "layout_query")
 KV_LAYOUT_PARAM = {LIGHTNING_INDEXER: "layout_key", QUANT_LIGHTNING_INDEXER: "layout_key", SFA: "layout_kv",
                    KV_QUANT_SFA: "layout_kv"}
 """The sparse-attention kernels give the query and the key their own layout parameter; a TND side needs its
-(cumulative) length argument (SMLA-C15, SMLA-C32; qli md:52-54, kqsfa md:57-59)."""
+(cumulative) length argument (docs/operators/sparse_and_mla.md#smla-c15, #smla-c32; op-plugin's qli md:52-54,
+kqsfa md:57-59)."""
 SPARSE_ATTENTION_LAYOUTS: dict[str, frozenset[str]] = {
     "layout_query": frozenset({"BSND", "TND"}),
     "layout_key": frozenset({"BSND", "TND", "PA_BSND"}),
     "layout_kv": frozenset({"BSND", "TND", "PA_BSND"}),
 }
-"""Accepted values of those layout parameters (SMLA-C17, SMLA-C31; qli md:58-60, kqsfa md:63-65)."""
+"""Accepted values of those layout parameters (docs/operators/sparse_and_mla.md#smla-c17, #smla-c31; op-plugin's
+qli md:58-60, kqsfa md:63-65)."""
 V1_TO_V2: dict[str, str] = {
     "actual_seq_lengths": "actual_seq_qlen",
     "actual_seq_lengths_kv": "actual_seq_kvlen",
@@ -256,7 +263,7 @@ V1_TO_V2: dict[str, str] = {
     "value_antiquant_mode": "value_quant_mode",
     "softmax_lse_flag": "return_softmax_lse",
 }
-"""FIA v1 keyword -> its FIA v2 spelling (torch_npu_ops.md section 3, from the GE converter)."""
+"""FIA v1 keyword -> its FIA v2 spelling (docs/operators/fused_infer_attention.md#fia-v1-v2)."""
 V2_TO_V1: dict[str, str] = {v2: v1 for v1, v2 in V1_TO_V2.items()}
 
 IFA_PFA_SPELLINGS: dict[str, dict[str, str | None]] = {
@@ -275,9 +282,11 @@ LAYOUTS: dict[str, frozenset[str]] = {
     IFA: frozenset({"BSH", "BSND", "BNSD"}),
     PFA: frozenset({"BSH", "BSND", "BNSD", "BNSD_BSND", "TND"}),
 }
-"""Accepted ``input_layout`` values, case-sensitive (torch_npu_ops.md section 5.3)."""
+"""Accepted ``input_layout`` values, case-sensitive (docs/operators/fused_infer_attention.md#fia-c1;
+incre_prompt_flash_attention.md#ifa-c1 and #pfa-c1)."""
 FA_LAYOUTS = frozenset({"BSH", "SBH", "BNSD", "BSND", "TND"})
-"""npu_fusion_attention layouts; that operator upper-cases its argument first."""
+"""npu_fusion_attention layouts; that operator upper-cases its argument first
+(docs/operators/fusion_attention.md#fa-c1)."""
 LENGTH_LAYOUTS = frozenset({"TND", "NTD", "TND_NTD", "NTD_TND"})
 """Layouts that need both the query and the KV length arguments."""
 
@@ -287,8 +296,9 @@ SPARSE_MODES: dict[str, frozenset[int]] = {
     PFA: frozenset(range(5)),
     **dict.fromkeys(SPARSE_ATTENTION, frozenset({0, 3})),
 }
-"""Accepted ``sparse_mode`` values: FIA and PFA 0-4 (torch_npu_ops.md section 5.2), the sparse-attention
-kernels 0 (no causal limit) and 3 (bottom-right causal) (SMLA-C18, SMLA-C21, SMLA-C27; kqsfa md:67-69)."""
+"""Accepted ``sparse_mode`` values: FIA and PFA 0-4 (docs/operators/fused_infer_attention.md#fia-c23), the
+sparse-attention kernels 0 (no causal limit) and 3 (bottom-right causal) (docs/operators/sparse_and_mla.md#smla-c18,
+#smla-c21, #smla-c27; op-plugin's kqsfa md:67-69)."""
 ROPE_ONLY_SPARSE_MODES = frozenset({9})
-"""FIA's treeMask mode, valid only with query_rope and key_rope (torch_npu_ops.md section 5.2)."""
+"""FIA's treeMask mode, valid only with query_rope and key_rope (docs/operators/fused_infer_attention.md#fia-c24)."""
 MAX_GQA_RATIO = 64
