@@ -108,8 +108,8 @@ def operator_for(qualname: str, wrappers: dict[str, str] | None = None) -> tuple
         return None
     if op.name in NAMESPACES.get(prefix, ()):
         return op, False
-    if prefix in ALIAS_NAMESPACES:
-        return op, True
+    if prefix in ALIAS_NAMESPACES and (prefix != "torch" or op.namespace == "npu"):
+        return op, True  # torch.<op> exists (and raises) for the npu namespace only
     return None
 
 
