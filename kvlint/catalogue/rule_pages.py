@@ -48,7 +48,11 @@ _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
 
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
-        what="Reports a file that kvlint cannot parse as Python 3, with the parser's reason and position.",
+        what="Reports a file that CPython itself refuses to compile, with the parser's reason and position. "
+             "A file CPython runs is never KVL000: bytes that do not decode inside comments (GBK comments "
+             "in a UTF-8 file, which CPython's compiler does not decode) are replaced before linting, and "
+             "valid code nested deeper than the parser can follow (a generated 2,500-term sum) is skipped "
+             "with a warning naming the file.",
         why="Nothing in such a file can be checked, so every other rule is silent on it. Python raises "
             "`SyntaxError` when the module is imported.",
         bad="import torch_npu\n\n\ndef decode(q, k, v):\n"
