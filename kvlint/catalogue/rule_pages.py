@@ -493,7 +493,10 @@ DOCS: dict[str, RuleDoc] = {
         what="Reports the runner's KV length variable (`kv_len`, `kv_lens`, `kv_seq_len`, `cache_len`, "
              "`cache_position`, `seq_lens`, or the names configured with `kv-len-names`) mutated inside an "
              "`nn.Module`'s `forward` path: augmented assignment, in-place tensor methods (`add_`, `copy_`, "
-             "...), item assignment, or rebinding from itself.",
+             "...), item assignment, or rebinding from itself. Lengths a layer owns are not reported: a "
+             "local read from a shape and advanced there (`kv_seq_len = key_states.shape[-2]`, then "
+             "`kv_seq_len += past_key_value.get_usable_length(...)`, as in HF attention), and the row of a "
+             "per-layer table picked by the layer's index (`self.seq_lens[layer_idx] += n`).",
         why="Every layer receives the same length. When one layer advances it, every following layer "
             "writes its cache one slot further and reads one slot more: the cache drifts layer by layer "
             "and the output degrades with no error. The runner, outside the layers, is the place to "

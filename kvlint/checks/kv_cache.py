@@ -5,6 +5,7 @@ Facts: torch_npu_ops.md sections 5.4 (paged attention), 6 (cache write operators
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from astroid import nodes
@@ -30,6 +31,8 @@ BLOCK_ALIGNMENT = 16
 MAX_BLOCK_SIZE = 512
 MAX_MLA_BLOCK_SIZE = 1024
 NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+LAYER_INDEX = re.compile(r"^(layer|layer_?(idx|id|index|num|number|no|i))$", re.IGNORECASE)
+"""Names of a layer's index: ``layer_idx``, ``self.layer_id``, ``layer_number``."""
 _SCOPES = (nodes.FunctionDef, nodes.ClassDef, nodes.Lambda)
 
 
@@ -236,9 +239,10 @@ class _Tracked:
         self.names = names
 
     def name_of(self, expr: nodes.NodeNG) -> str | None:
-        """The tracked name ``expr`` refers to (``kv_len``, ``self.kv_len``, ``meta.kv_len[i]``), or None."""
+        """The tracked name ``expr`` refers to (``kv_len``, ``self.kv_len``, ``meta.kv_len[i]``), or None.
+        A row of a per-layer table (``self.seq_lens[layer_idx]``) is that layer's own bookkeeping."""
         if isinstance(expr, nodes.Subscript):
-            return self.name_of(expr.value)
+            return None if _layer_row(expr) else self.name_of(expr.value)
         if isinstance(expr, (nodes.Attribute, nodes.AssignAttr)) and expr.attrname in self.names:
             return expr.as_string()
         if isinstance(expr, (nodes.Name, nodes.AssignName)) and expr.name in self.names and _shared(expr):
@@ -246,15 +250,32 @@ class _Tracked:
         return None
 
 
+def _layer_row(expr: nodes.Subscript) -> bool:
+    """``table[layer_idx]`` or ``table[layer_idx, i]``: indexed first by the layer's index."""
+    index = expr.slice.elts[0] if isinstance(expr.slice, nodes.Tuple) and expr.slice.elts else expr.slice
+    name = index.attrname if isinstance(index, nodes.Attribute) else getattr(index, "name", None)
+    return isinstance(name, str) and bool(LAYER_INDEX.match(name))
+
+
+def _size_read(expr: nodes.NodeNG) -> bool:
+    """``x.shape[-2]`` or ``x.size(1)``: a Python int, which ``+=`` rebinds instead of changing in place."""
+    if isinstance(expr, nodes.Subscript):
+        expr = expr.value
+        return isinstance(expr, nodes.Attribute) and expr.attrname == "shape"
+    return isinstance(expr, nodes.Call) and isinstance(expr.func, nodes.Attribute) and expr.func.attrname == "size"
+
+
 def _shared(name: nodes.Name | nodes.AssignName) -> bool:
     """True when a local name still refers to what the caller passed (a parameter, a global, or an alias of
-    an attribute or item), not to a value the method computed itself."""
+    an attribute or item), not to a value the method computed itself (a size it read from a tensor's
+    shape is its own: ``kv_seq_len = key_states.shape[-2]``, then ``+=``, as in HF attention)."""
     for definition, _ in reaching_definitions(name.name, name, EMPTY):
         if isinstance(definition, Param) or definition is OUTER:
             return True
         if isinstance(definition, nodes.AssignName):
             statement = definition.parent
-            if isinstance(statement, nodes.Assign) and isinstance(statement.value, (nodes.Attribute, nodes.Subscript)):
+            if (isinstance(statement, nodes.Assign) and isinstance(statement.value, (nodes.Attribute, nodes.Subscript))
+                    and not _size_read(statement.value)):
                 return True
         if definition is UNKNOWN and _parameter_only_augmented(name):
             return True
