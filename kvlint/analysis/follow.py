@@ -13,7 +13,7 @@ from astroid import nodes
 
 from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
-from kvlint.analysis.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
+from kvlint.analysis.flow import CALLER, OUTER, Caller, Param, Path, condition, mutated_name, reaching_definitions
 from kvlint.analysis.names import enclosing_class, is_self, self_assignments
 from kvlint.analysis.tensor_semantics import changed_in_place, combine
 
@@ -40,17 +40,26 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
 
 
 def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
-    """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) on the path says about ``x``, for a definition
-    of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the path that
-    skipped the cast has an int32 ``x``."""
-    prefix = f"{name}.dtype == "
+    """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) or on ``x is None`` on the path says about ``x``,
+    for a definition of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the
+    path that skipped the cast has an int32 ``x``; on the path that took ``if mask is not None:``, ``mask``
+    is not None."""
+    dtype_prefix, none_test = f"{name}.dtype == ", f"{name} is None"
     frame = use.frame()
     checked = []
     for alt in alts:
         value: Value | None = alt.value
         for (key_frame, text), taken in alt.path.choices:
-            dtype = DTYPES.get(text[len(prefix):]) if key_frame is frame and text.startswith(prefix) else None
-            if dtype is None or value is None or not value.tensor or not _tested_after(frame, text, defined_at):
+            if key_frame is not frame or value is None or not (text == none_test or text.startswith(dtype_prefix)):
+                continue
+            if not _tested_after(frame, text, defined_at):
+                continue
+            if text == none_test:
+                proven = value.is_none or value.tensor or value.qualname is not None
+                value = value if not proven or value.is_none == taken else None
+                continue
+            dtype = DTYPES.get(text[len(dtype_prefix):])
+            if dtype is None or not value.tensor:
                 continue
             if taken is True:
                 value = value.retyped(dtype)
@@ -61,10 +70,18 @@ def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt
     return checked
 
 
+_TESTS: weakref.WeakKeyDictionary[nodes.NodeNG, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+
+
 def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
-    """Every ``if`` of the frame on condition ``text`` comes after ``line``."""
-    tests = [branch for branch in frame.nodes_of_class(nodes.If) if condition(branch.test)[0][1] == text]
-    return bool(tests) and all(branch.lineno > line for branch in tests)
+    """Every ``if`` (statement or expression) of the frame on condition ``text`` comes after ``line``."""
+    if frame not in _TESTS:
+        lines: dict[str, list[int]] = {}
+        for branch in frame.nodes_of_class((nodes.If, nodes.IfExp)):
+            lines.setdefault(condition(branch.test)[0][1], []).append(branch.lineno or 0)
+        _TESTS[frame] = lines
+    tested = _TESTS[frame].get(text, [])
+    return bool(tested) and all(lineno > line for lineno in tested)
 
 
 def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
@@ -142,7 +159,8 @@ def tuple_item(alt: Alt, index: int) -> list[Alt]:
 def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     """A parameter: the argument bound by the helper call being followed, else what same-module callers
     pass (or the default when they omit it), each caller a path of its own, so that the parameters of one
-    function come from the same call. No caller in the module: unknown."""
+    function come from the same call, and the callee's branches on its parameters follow the caller's
+    arguments (``kvlint.analysis.flow.Caller``). No caller in the module: unknown."""
     bound = context.binding(param.function)
     if bound is not None:
         expr, caller_context = bound.get(param.name, (None, context))
@@ -152,10 +170,10 @@ def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     alts: list[Alt] = []
     outer = replace(context, bindings=(), hops=context.hops + 1)
     for call in callers(param.function):
-        through = path.choose((param.function, "<caller>"), call)
+        arguments = bind_arguments(param.function, call)
+        through = path.choose((param.function, CALLER), Caller(call, arguments or {}))
         if through is None:
             continue
-        arguments = bind_arguments(param.function, call)
         expr = arguments.get(param.name) if arguments is not None else None
         alts.extend(values(expr, through, outer))
     return alts or [Alt(UNKNOWN_VALUE, path)]
