@@ -62,7 +62,7 @@ def _attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]
         return mapped(receiver, lambda v: constant(_FLOAT32_MIN) if v.qualname == FINFO else UNKNOWN_VALUE)
     if node.attrname in ("T", "mT"):
         return mapped(receiver,
-                      lambda v: replace(v, shape=None).with_traits(drop={TRIL}) if v.tensor else UNKNOWN_VALUE)
+                      lambda v: v.reshaped(None).with_traits(drop={TRIL}) if v.tensor else UNKNOWN_VALUE)
     return [Alt(UNKNOWN_VALUE.with_traits(cached), path)]
 
 

@@ -2,7 +2,8 @@
 
 A value is a Python constant, a dotted name (``torch.float16``, a function of the module), a tuple of
 values, or a tensor described by what the code proves about it: its dtype, its shape (literal sizes, or the
-source text of a size only known at run time) and traits of how it was built. Everything not proved is
+source text of a size only known at run time; ``kvlint.analysis.axes``), the order of its axes where the code
+names them, its device where it is ``meta``, and traits of how it was built. Everything not proved is
 None, and a rule that needs it stays silent.
 """
 
@@ -75,6 +76,10 @@ class Value:
     tensor: bool = False
     dtype: str | None = None
     shape: tuple[Dim, ...] | None = None
+    """Literal sizes, run-time spellings or None per axis; ends in ``kvlint.analysis.axes.MORE`` when the rank
+    is not known."""
+    axes: tuple[str | None, ...] | None = None
+    """The role of each axis (``kvlint.analysis.axes.ROLES``) where the code proves an axis order."""
     traits: frozenset[str] = frozenset()
     origin: nodes.NodeNG | None = None
     """The expression that built the tensor, for messages."""
@@ -100,8 +105,8 @@ class Value:
         traits = self.traits if dtype in FLOAT_DTYPES else self.traits - {ADDITIVE}
         return replace(self, tensor=True, dtype=dtype, const=NO_CONSTANT, traits=traits)
 
-    def reshaped(self, shape: tuple[Dim, ...] | None) -> Value:
-        return replace(self, shape=shape)
+    def reshaped(self, shape: tuple[Dim, ...] | None, axes: tuple[str | None, ...] | None = None) -> Value:
+        return replace(self, shape=shape, axes=axes)
 
 
 UNKNOWN_VALUE = Value()

@@ -11,11 +11,12 @@ from dataclasses import replace
 
 from astroid import nodes
 
+from kvlint.analysis.axes import roles, split
 from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
 from kvlint.analysis.flow import CALLER, OUTER, Caller, Param, Path, condition, mutated_name, reaching_definitions
 from kvlint.analysis.names import enclosing_class, is_self, self_assignments
-from kvlint.analysis.tensor_semantics import changed_in_place, combine
+from kvlint.analysis.tensor_semantics import as_tensor, changed_in_place, combine
 
 # Names ------------------------------------------------------------------------------------------------
 
@@ -26,7 +27,8 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
     if isinstance(scope, (nodes.Lambda, nodes.ComprehensionScope)):
         return [Alt(UNKNOWN_VALUE, path)]
     alts: list[Alt] = []
-    for definition, reached in reaching_definitions(name, use, path):
+    reaching = reaching_definitions(name, use, path)
+    for definition, reached in reaching:
         if isinstance(definition, Param):
             alts.extend(_dtype_checked(name, use, 0, _parameter(definition, reached, context)))
         elif definition is OUTER:
@@ -36,7 +38,48 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
             alts.extend(_dtype_checked(name, use, definition.lineno or 0, found))
         else:
             alts.append(Alt(UNKNOWN_VALUE, reached))
+    return _observed(name, use, {definition for definition, _ in reaching}, alts)
+
+
+_UNPACKINGS: weakref.WeakKeyDictionary[nodes.NodeNG, dict[str, list[nodes.Assign]]] = weakref.WeakKeyDictionary()
+
+
+def _observed(name: str, use: nodes.NodeNG, reaching: set[object], alts: list[Alt]) -> list[Alt]:
+    """What ``b, n, s, d = x.shape`` (or ``x.size()``) in the frame says about ``x`` where the same definitions
+    reach both: its rank and, where the names say it, its axis order (``kvlint.analysis.axes.roles``)."""
+    frame = use.frame()
+    if frame not in _UNPACKINGS:
+        found: dict[str, list[nodes.Assign]] = {}
+        for statement in frame.nodes_of_class(nodes.Assign):
+            target, value = statement.targets[0], statement.value
+            if isinstance(value, nodes.Call) and not value.args and not value.keywords:
+                value = value.func if isinstance(value.func, nodes.Attribute) and value.func.attrname == "size" else None
+            elif not (isinstance(value, nodes.Attribute) and value.attrname == "shape"):
+                value = None
+            if (value is not None and isinstance(value.expr, nodes.Name) and len(statement.targets) == 1
+                    and isinstance(target, nodes.Tuple) and not any(isinstance(e, nodes.Starred) for e in target.elts)):
+                found.setdefault(value.expr.name, []).append(statement)
+        _UNPACKINGS[frame] = found
+    for statement in _UNPACKINGS[frame].get(name, []):
+        seen = statement.value.func.expr if isinstance(statement.value, nodes.Call) else statement.value.expr
+        if statement is use.statement() or {d for d, _ in reaching_definitions(name, seen)} != reaching:
+            continue
+        targets = statement.targets[0].elts
+        axes = roles([t.name if isinstance(t, nodes.AssignName) else None for t in targets])
+        alts = [Alt(_with_rank(alt.value, len(targets), axes), alt.path) for alt in alts]
     return alts
+
+
+def _with_rank(value: Value, rank: int, axes: tuple[str | None, ...] | None) -> Value:
+    """The tensor a shape unpacking describes: ``rank`` axes, with the unpacking's axis order unless the
+    value has one already."""
+    if not (value.tensor or value == UNKNOWN_VALUE.with_traits(value.traits)):
+        return value
+    known, known_rank = split(value.shape)
+    if (known_rank is not None and known_rank != rank) or len(known) > rank:
+        return value
+    shape = known + (None,) * (rank - len(known))
+    return replace(as_tensor(value), shape=shape, axes=value.axes or axes)
 
 
 def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
@@ -341,7 +384,7 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
     if not any(r.value is not None for r in returns):
         return [Alt(UNKNOWN_VALUE, path)]
     for statement in returns:
-        reached = _branch_path(statement, function, path)
+        reached = branch_path(statement, function, path)
         if reached is None:
             continue
         if statement.value is None:
@@ -351,14 +394,15 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
     return alts
 
 
-def _branch_path(statement: nodes.NodeNG, frame: nodes.NodeNG, path: Path) -> Path | None:
-    """``path`` extended by the branches that lead to ``statement`` inside ``frame``."""
-    node = statement
+def branch_path(node: nodes.NodeNG, frame: nodes.NodeNG, path: Path) -> Path | None:
+    """``path`` extended by the branches (``if`` statements and conditional expressions) that lead to ``node``
+    inside ``frame``; None when ``path`` took the other way."""
     while node.parent is not None and node.parent is not frame:
         parent = node.parent
-        if isinstance(parent, nodes.If) and node is not parent.test:
+        if isinstance(parent, (nodes.If, nodes.IfExp)) and node is not parent.test:
             key, polarity = condition(parent.test)
-            extended = path.choose(key, any(s is node for s in parent.body) == polarity)
+            in_body = any(s is node for s in parent.body) if isinstance(parent, nodes.If) else node is parent.body
+            extended = path.choose(key, in_body == polarity)
             if extended is None:
                 return None
             path = extended

@@ -11,6 +11,8 @@ from dataclasses import replace
 
 from astroid import nodes
 
+from kvlint.analysis.axes import Plan, index_plan, int_constant, order_plan, planned_axes, planned_shape, roles, split
+from kvlint.analysis.axes import swap, unsqueeze_plan
 from kvlint.analysis.context import MAX_DEPTH, MAX_HOPS, Context, values
 from kvlint.analysis.facts import (
     ADDITIVE,
@@ -46,7 +48,7 @@ _PRESERVING_METHODS = frozenset({
     "contiguous", "clone", "detach", "cpu", "cuda", "npu", "pin_memory", "requires_grad_", "narrow",
     "index_select", "select", "to_dense", "share_memory_",
 })
-_REORDERING_METHODS = frozenset({"transpose", "permute", "t", "swapaxes", "movedim", "flip"})
+_REORDERING_METHODS = frozenset({"movedim", "flip"})
 _FACTORIES = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"})
 _LIKE_FACTORIES = frozenset({
     "torch.ones_like", "torch.zeros_like", "torch.empty_like", "torch.full_like", "torch.rand_like",
@@ -268,10 +270,14 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
             return [Alt(value.retyped(d), path) for d in set(as_dtype)]
     if method in ("view", "reshape", "flatten", "view_as", "reshape_as"):
         traits = {KV_REPEAT} if value.has(EXPANDED) else set()
-        shape = _reshaped(call, path, context) if method in ("view", "reshape") else None
-        return [Alt(value.reshaped(shape).with_traits(traits, {EXPANDED}), path)]
+        shape, axes = _reshaped(call, path, context) if method in ("view", "reshape") else (None, None)
+        return [Alt(value.reshaped(shape, axes).with_traits(traits, {EXPANDED}), path)]
     if method == "unsqueeze":
-        return [Alt(value.reshaped(_unsqueezed(value.shape, call, path, context)), path)]
+        dim = _single_int(args[0], path, context) if len(args) == 1 else None
+        rank = split(value.shape)[1]
+        return [Alt(_planned(value, None if dim is None else unsqueeze_plan(rank, dim)), path)]
+    if method in ("transpose", "swapaxes", "swapdims", "permute", "t"):
+        return [Alt(_planned(value, _reordering(value, method, call, path, context)).with_traits(drop={TRIL}), path)]
     if method in ("expand", "expand_as"):
         return [Alt(value.reshaped(None).with_traits({EXPANDED}), path)]
     if method == "repeat_interleave":
@@ -324,25 +330,45 @@ def _is_device(expr: nodes.NodeNG, value: Value) -> bool:
     return isinstance(expr, nodes.Name) and expr.name in ("device", "dev")
 
 
-def _reshaped(call: nodes.Call, path: Path, context: Context) -> tuple[Dim, ...] | None:
+def _reshaped(call: nodes.Call, path: Path,
+              context: Context) -> tuple[tuple[Dim, ...] | None, tuple[str | None, ...] | None]:
+    """The shape ``view`` / ``reshape`` give, and the axis order their size arguments name."""
     args = call.args
     if len(args) == 1 and isinstance(args[0], (nodes.Tuple, nodes.List)):
         args = args[0].elts
     if not args or any(isinstance(a, nodes.Starred) for a in args):
-        return None
+        return None, None
     dims = tuple(_dimension(a, path, context) for a in args)
-    return tuple(None if d == -1 else d for d in dims)
+    named = roles([None if int_constant(a) is not None else _source_text(a, context) for a in args])
+    return tuple(None if d == -1 else d for d in dims), named
 
 
-def _unsqueezed(shape: tuple[Dim, ...] | None, call: nodes.Call, path: Path,
-                context: Context) -> tuple[Dim, ...] | None:
-    if shape is None or len(call.args) != 1:
+def _planned(value: Value, planned: tuple[Plan, bool] | None) -> Value:
+    """The tensor with its axes rearranged by a plan (``kvlint.analysis.axes``); unknown ones when None."""
+    if planned is None:
+        return value.reshaped(None)
+    return value.reshaped(planned_shape(value.shape, planned), planned_axes(value.axes, planned))
+
+
+def _reordering(value: Value, method: str, call: nodes.Call, path: Path,
+                context: Context) -> tuple[Plan, bool] | None:
+    """The plan of ``transpose(i, j)`` / ``swapaxes`` / ``permute(...)`` / ``t()`` with literal axes."""
+    rank = split(value.shape)[1]
+    if rank is None and value.axes is not None:
+        rank = len(value.axes)
+    args = list(call.args[0].elts) if len(call.args) == 1 and isinstance(call.args[0], (nodes.Tuple, nodes.List)) \
+        else list(call.args)
+    dims = [_single_int(arg, path, context) for arg in args]
+    if any(d is None for d in dims) or call.keywords:
         return None
-    dim = _single_int(call.args[0], path, context)
-    if dim is None or not -len(shape) - 1 <= dim <= len(shape):
+    if method == "permute":
+        return order_plan(rank if rank is not None else len(dims), dims)
+    if method == "t":
+        dims = [0, 1] if rank in (None, 2) else []
+    if len(dims) != 2:
         return None
-    position = dim if dim >= 0 else len(shape) + 1 + dim
-    return shape[:position] + (1,) + shape[position:]
+    order = swap(rank, dims[0], dims[1])
+    return None if order is None else order_plan(rank, order)
 
 
 def _single_int(expr: nodes.NodeNG, path: Path, context: Context) -> int | None:
@@ -398,28 +424,18 @@ def invert(value: Value, dtype: str | None = None) -> Value:
 
 
 def indexed(value: Value, index: nodes.NodeNG) -> Value:
-    """A tensor indexed by ``index``: ``None`` and ``:`` keep a known shape; a cache stays one."""
-    if not value.tensor:
-        return UNKNOWN_VALUE.with_traits(value.traits & {CACHE})
+    """A tensor indexed by ``index``: ``None``, integers and slices rearrange a shape (``q[:, :, 0:1]`` has one
+    query position, even when the rank of ``q`` is not known); a cache stays one. Indexing something the code
+    does not describe with several slices (``q[:, -1:]``) makes a tensor."""
     parts = index.elts if isinstance(index, nodes.Tuple) else [index]
-    shape: tuple[Dim, ...] | None = None
-    if value.shape is not None and all(_is_none(p) or _is_full_slice(p) for p in parts):
-        dims, rest = [], list(value.shape)
-        for part in parts:
-            if _is_none(part):
-                dims.append(1)
-            elif rest:
-                dims.append(rest.pop(0))
-        shape = tuple(dims + rest)
-    return replace(value, shape=shape, const=NO_CONSTANT)
-
-
-def _is_none(node: nodes.NodeNG) -> bool:
-    return isinstance(node, nodes.Const) and node.value is None
-
-
-def _is_full_slice(node: nodes.NodeNG) -> bool:
-    return isinstance(node, nodes.Slice) and node.lower is None and node.upper is None and node.step is None
+    several_slices = len(parts) > 1 and any(isinstance(p, nodes.Slice) for p in parts)
+    if not value.tensor and not (value == UNKNOWN_VALUE.with_traits(value.traits) and several_slices):
+        return UNKNOWN_VALUE.with_traits(value.traits & {CACHE})
+    value = as_tensor(value)
+    rank = split(value.shape)[1]
+    if rank is None and value.axes is not None:
+        rank = len(value.axes)
+    return replace(_planned(value, index_plan(rank, index)), const=NO_CONSTANT)
 
 
 def combine(lefts: list[Alt], op: str, right_expr: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:

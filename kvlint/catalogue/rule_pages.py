@@ -301,7 +301,11 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL202": RuleDoc(
         what="Reports `sparse_mode` 2, 3 or 4 with a mask whose shape is known and is not (2048, 2048), "
-             "(1, 2048, 2048) or (1, 1, 2048, 2048), including a mask sized by the runtime sequence length.",
+             "(1, 2048, 2048) or (1, 1, 2048, 2048), including a mask sized by the runtime sequence length. "
+             "Not where the code proves a query of length 1 and no rope inputs are given (a `0:1` / `-1:` "
+             "slice or a size of 1 on the layout's sequence axis, or a branch on `max_query_len > 1` / "
+             "`q_len == 1`): the operator ignores `sparse_mode` then, and `(B, KV_S)` is a documented "
+             "decode mask.",
         why="Modes 2-4 take an optimized causal/band template of fixed size 2048x2048, not a full "
             "S1xS2 mask. Another shape raises at launch (\"CheckAttentionMask ... shape is ...\"); a mask "
             "built from the sequence length works only when that length happens to be 2048.",
@@ -322,7 +326,12 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Replacing the mask changes what the code allocates and caches; the fix is shown above.",
     ),
     "KVL203": RuleDoc(
-        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None.",
+        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None. Not where the code "
+             "proves a query of length 1 (a `0:1` / `-1:` slice or a size of 1 on the layout's sequence axis, "
+             "or a branch on `max_query_len > 1` / `q_len == 1`): FIA and PFA without rope inputs ignore "
+             "`sparse_mode` then, and `npu_fusion_attention`'s full attention is what `sparse_mode=3` computes "
+             "for one query. Arguments travel together: a same-module caller's mask and causality flag "
+             "decide the callee's branches on them.",
         why="FIA and PFA raise for prefill when the mask these modes require is missing; "
             "`npu_fusion_attention` silently ignores `sparse_mode` without a mask and computes full, "
             "non-causal attention: every token sees the future.",

@@ -11,12 +11,14 @@ from collections.abc import Iterator
 
 from astroid import nodes
 
+from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
+from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
@@ -81,36 +83,50 @@ def check_atten_mask_dtype(site: CallSite) -> Iterator[Issue]:
 
 
 def _shape_problem(shape: tuple[Dim, ...]) -> str | None:
-    """Why a mask shape is not the 2048 template, or None when it is (or may be)."""
+    """What is wrong with a mask shape for the 2048 template (``has shape (bsz, kv_len), sized at run
+    time``), or None when it is (or may be) the template."""
     text = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
     if len(shape) not in (2, 3, 4):
         return f"has shape {text}"
     leading, square = shape[:-2], shape[-2:]
-    runtime = [d for d in square if isinstance(d, str)]
-    if runtime:
-        return f"is sized at run time {text}, which is only right when {runtime[0]} happens to be {TEMPLATE}"
+    if any(isinstance(d, str) for d in square):
+        return f"has shape {text}, sized at run time"
     if any(d is not None and d != TEMPLATE for d in square) or any(d is not None and d != 1 for d in leading):
         return f"has shape {text}"
     return None
 
 
+def _mode_ignored(site: CallSite, mode: int, path: Path) -> bool:
+    """True when the mode does not matter on ``path``: FIA and PFA ignore ``sparse_mode`` when every query
+    has length 1 and no rope inputs are given (docs/operators/fused_infer_attention.md#fia-c26); without a
+    mask ``npu_fusion_attention`` computes full attention, which is bottom-right causal (mode 3) then."""
+    if site.name == FA:
+        if mode != 3:
+            return False
+    elif site.name not in SPARSE_OPERATORS or (site.operator.param("query_rope") is not None and any(
+            not alt.value.is_none for alt in site.values("query_rope", path))):
+        return False
+    return all(length == ONE for length, _ in query_lengths(site, path))
+
+
 def check_atten_mask_shape(site: CallSite) -> Iterator[Issue]:
     """KVL202: for sparse_mode 2, 3 and 4 the mask is a compressed template of fixed shape (2048, 2048),
     (1, 2048, 2048) or (1, 1, 2048, 2048); the operator builds the real geometry from the lengths. A mask
-    of the sequence's size is rejected or misread as soon as the sequence is not 2048 long."""
+    of the sequence's size is rejected or misread as soon as the sequence is not 2048 long. With a query of
+    length 1 (and no rope) the mode is ignored and ``(B, KV_S)`` is a documented mask."""
     if site.name not in SPARSE_OPERATORS:
         return
     for mode, path in _modes(site, TEMPLATE_MODES):
         for alt in site.values("atten_mask", path):
-            if not alt.value.tensor or alt.value.shape is None:
+            if not alt.value.tensor or split(alt.value.shape)[1] is None or _mode_ignored(site, mode, alt.path):
                 continue
             problem = _shape_problem(alt.value.shape)
             if problem is None:
                 continue
             yield Issue("KVL202", site.anchor("atten_mask"),
-                        f"sparse_mode={mode} takes the fixed {TEMPLATE}x{TEMPLATE} template mask "
-                        f"((2048, 2048), (1, 2048, 2048) or (1, 1, 2048, 2048)); this mask"
-                        f"{_built_at(alt.value, site.call.lineno)} {problem}: build "
+                        f"this mask{_built_at(alt.value, site.call.lineno)} {problem}, but sparse_mode={mode} "
+                        f"takes the fixed {TEMPLATE}x{TEMPLATE} template ((2048, 2048), (1, 2048, 2048) or "
+                        "(1, 1, 2048, 2048)) whatever the sequence lengths: build "
                         "torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1) once and pass it")
             return
 
@@ -121,10 +137,15 @@ def check_sparse_mode_needs_mask(site: CallSite) -> Iterator[Issue]:
     if site.name not in SPARSE_OPERATORS and site.name != FA:
         return
     for mode, path in _modes(site, MODES_NEEDING_MASK):
-        if not any(alt.value.is_none for alt in site.values("atten_mask", path)):
+        if not any(alt.value.is_none and not _mode_ignored(site, mode, alt.path)
+                   for alt in site.values("atten_mask", path)):
             continue
-        consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal attention"
-                       if site.name == FA else f"{site.name} raises for prefill")
+        if site.name == FA:
+            consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal attention "
+                           "(the same as sparse_mode=3 only for a query of length 1, which the code does not prove)")
+        else:
+            consequence = (f"{site.name} raises for prefill (it ignores sparse_mode only for a query of length 1 "
+                           "without rope inputs, which the code does not prove here)")
         yield Issue("KVL203", site.anchor("sparse_mode"),
                     f"sparse_mode={mode} with no atten_mask on this path: {consequence}; pass the "
                     f"{TEMPLATE}x{TEMPLATE} mask torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)")
@@ -185,7 +206,7 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
         return
     for mode, path in _modes(site, frozenset({TOP_LEFT_CAUSAL})):
         reason = _reads_cache(site, path)
-        if reason is not None:
+        if reason is not None and not _mode_ignored(site, mode, path):
             yield Issue("KVL206", site.anchor("sparse_mode"),
                         f"sparse_mode={mode} aligns the causal mask top-left, but {reason}: the new queries "
                         "then miss most of the cached keys; use sparse_mode=3 (bottom-right) with the 2048x2048 mask")
