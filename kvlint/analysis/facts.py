@@ -32,6 +32,8 @@ GROWN_CACHE = "grown-cache"
 """A cache extended with the new keys: ``torch.cat`` of a CACHE part and another."""
 KV_REPEAT = "kv-repeat"
 """KV heads copied to the query head count (``repeat_interleave``, ``expand`` then ``reshape``)."""
+META = "meta"
+"""On the meta device (``device="meta"``, ``.to("meta")``): a shape and a dtype, no numbers."""
 EXPANDED = "expanded"
 """The result of ``expand``: a view that ``reshape`` turns into a copy (KV_REPEAT)."""
 

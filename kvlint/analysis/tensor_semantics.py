@@ -22,6 +22,7 @@ from kvlint.analysis.facts import (
     FLOAT_DTYPES,
     GROWN_CACHE,
     KV_REPEAT,
+    META,
     NO_CONSTANT,
     TRIL,
     TYPED_TENSORS,
@@ -45,7 +46,7 @@ SIZE_DEPTH = 6
 FINFO = "torch.finfo()"
 """The qualname standing for what ``torch.finfo(...)`` returns: its ``.min`` is a large negative."""
 _PRESERVING_METHODS = frozenset({
-    "contiguous", "clone", "detach", "cpu", "cuda", "npu", "pin_memory", "requires_grad_", "narrow",
+    "contiguous", "clone", "detach", "pin_memory", "requires_grad_", "narrow",
     "index_select", "select", "to_dense", "share_memory_",
 })
 _REORDERING_METHODS = frozenset({"movedim", "flip"})
@@ -70,7 +71,21 @@ def keyword_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:
 
 
 def torch_function(qualname: str, call: nodes.Call, path: Path, context: Context) -> list[Alt]:
-    """A call of ``torch.<qualname>`` (or a typed tensor constructor such as ``torch.LongTensor``)."""
+    """A call of ``torch.<qualname>`` (or a typed tensor constructor such as ``torch.LongTensor``); a
+    ``device=`` argument that is ``"meta"`` on every path makes the tensors it builds meta tensors."""
+    alts = _torch_function(qualname, call, path, context)
+    device = keyword_argument(call, "device")
+    if device is None or not any(alt.value.tensor for alt in alts):
+        return alts
+    meta = all(_is_meta(alt.value) for alt in values(device, path, context))
+    return mapped(alts, lambda v: v.with_traits({META}) if meta and v.tensor else v.with_traits(drop={META}))
+
+
+def _is_meta(device: Value) -> bool:
+    return isinstance(device.const, str) and device.const.split(":")[0] == "meta"
+
+
+def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Context) -> list[Alt]:
     dtype_arg = keyword_argument(call, "dtype")
     first = call.args[0] if call.args else keyword_argument(call, "input")
     if qualname in _FACTORIES:
@@ -123,6 +138,8 @@ def torch_function(qualname: str, call: nodes.Call, path: Path, context: Context
         return _masked_fill(values(first, path, context), fill_expr, context)
     if qualname == "torch.where" and len(call.args) == 3:
         return _where(call, path, context)
+    if qualname == "torch.device" and isinstance(first, nodes.Const) and isinstance(first.value, str):
+        return [Alt(constant(first.value), path)]
     if qualname in ("torch.finfo", "torch.iinfo"):
         return [Alt(Value(qualname=FINFO if qualname == "torch.finfo" else None), path)]
     return [Alt(UNKNOWN_VALUE, path)]
@@ -282,6 +299,8 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
         return [Alt(value.reshaped(None).with_traits({EXPANDED}), path)]
     if method == "repeat_interleave":
         return [Alt(value.reshaped(None).with_traits({KV_REPEAT}), path)]
+    if method in ("cpu", "cuda", "npu"):
+        return [Alt(value.with_traits(drop={META}), path)]
     if method in _PRESERVING_METHODS:
         return [Alt(value, path)]
     if method in _REORDERING_METHODS:
@@ -313,7 +332,9 @@ def _converted(value: Value, call: nodes.Call, path: Path, context: Context) -> 
                 if dtype is not None:
                     extended.append(Alt(current.value.retyped(dtype), alt.path))
                 elif _is_device(arg, alt.value):
-                    extended.append(Alt(current.value, alt.path))
+                    moved = current.value.with_traits({META}) if _is_meta(alt.value) else current.value.with_traits(
+                        drop={META})
+                    extended.append(Alt(moved, alt.path))
                 else:
                     extended.append(Alt(current.value.retyped(None), alt.path))
         alts = extended

@@ -45,6 +45,10 @@ class RuleDoc:
 
 
 _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
+SHAPE_TESTS = ("Shape tests compute no numbers and are not reported: calls in the body of "
+               "`with FakeTensorMode():` or `with torch.device(\"meta\"):` in the same function, and calls "
+               "whose query is a meta tensor on every path (`device=\"meta\"`, `.to(\"meta\")`).")
+"""The shape-test exemption of the rules whose only point is a default value."""
 
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
@@ -125,7 +129,7 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL104": RuleDoc(
         what="Reports an FIA, FIA v2, IFA or PFA call that passes no `scale` / `softmax_scale` / "
-             "`scale_value`.",
+             "`scale_value`. " + SHAPE_TESTS,
         why="The default scale is 1.0, not 1/sqrt(head_dim). The call runs and returns numbers, but the "
             "softmax is far too sharp: the output is silently wrong (the operator docs: \"in most cases it "
             "must be set manually, otherwise the results are wrong\").",
@@ -138,7 +142,8 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="The right scale depends on the head dim (and on the model: MLA uses 1/sqrt(D + 64)).",
     ),
     "KVL105": RuleDoc(
-        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads`.",
+        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads`. "
+             + SHAPE_TESTS,
         why="The default is 1. With the BSH layout the head split comes only from this value "
             "(D = H // num_heads), so a missing value silently computes one huge head instead of many; "
             "with BNSD the call fails at run time.",
@@ -235,7 +240,7 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL111": RuleDoc(
         what="Reports a literal TND/NTD-family `input_layout` on a call that does not pass both the query "
-             "and the KV length arguments.",
+             "and the KV length arguments. " + SHAPE_TESTS,
         why="In TND the batch is packed along T and the lengths are the only way the kernel finds the "
             "sequence boundaries; the operators require both (cumulative) length lists and fail at launch "
             "when one is missing.",
@@ -447,7 +452,7 @@ DOCS: dict[str, RuleDoc] = {
             "assigned once from it in the same function and used nowhere else.",
     ),
     "KVL302": RuleDoc(
-        what="Reports a call that passes `block_table` but no `block_size`.",
+        what="Reports a call that passes `block_table` but no `block_size`. " + SHAPE_TESTS,
         why="`block_size` defaults to 0, which means \"paged attention off\"; the kernel then reads the "
             "cache tensors with the wrong layout, or fails at launch.",
         bad=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
@@ -463,7 +468,7 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL303": RuleDoc(
         what="Reports a call that passes `block_table` but not the KV lengths (`actual_seq_lengths_kv` "
-             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA).",
+             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA). " + SHAPE_TESTS,
         why="A block table says where each sequence's blocks are, not how many tokens are valid in them. "
             "The documentation requires the KV lengths in paged mode; without them the kernel fails or "
             "attends over every slot of every block, padding included.",

@@ -16,6 +16,7 @@ from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
 from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.settings import Settings
+from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
     FIA,
     IFA,
@@ -67,7 +68,8 @@ def check_block_size_missing(site: CallSite) -> Iterator[Issue]:
     describe any cache."""
     for path in _block_table_paths(site):
         sizes = site.values("block_size", path)
-        if any(alt.value.const == 0 and not isinstance(alt.value.const, bool) for alt in sizes):
+        if any(alt.value.const == 0 and not isinstance(alt.value.const, bool) for alt in sizes) and (
+                not computes_no_numbers(site)):
             given = "block_size=0" if site.argument("block_size") is not None else "no block_size (default 0)"
             yield Issue("KVL302", site.anchor("block_size") if site.argument("block_size") else site.call,
                         f"block_table given with {given}: pass the cache's block size (block_size=128)")
@@ -82,7 +84,7 @@ def check_paged_without_kv_lengths(site: CallSite) -> Iterator[Issue]:
     if param is None:
         return
     for path in _block_table_paths(site):
-        if any(alt.value.is_none for alt in site.values(param, path)):
+        if any(alt.value.is_none for alt in site.values(param, path)) and not computes_no_numbers(site):
             yield Issue("KVL303", site.anchor("block_table"),
                         f"block_table given without the KV lengths: pass {param}=<per-batch KV lengths>"
                         + (" (the KV lengths in IFA)" if site.name == IFA else ""))
