@@ -84,7 +84,7 @@ class Value:
     """The role of each axis (``kvlint.analysis.axes.ROLES``) where the code proves an axis order."""
     traits: frozenset[str] = frozenset()
     origin: nodes.NodeNG | None = None
-    """The expression that built the tensor, for messages."""
+    """The expression that built the tensor (for KV_REPEAT: the repeat), for messages."""
 
     @property
     def is_none(self) -> bool:

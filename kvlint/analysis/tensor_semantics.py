@@ -132,7 +132,8 @@ def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Contex
     if qualname in _CONCATENATIONS:
         return _concatenation(first, path, context, grows=qualname != "torch.stack")
     if qualname == "torch.repeat_interleave":
-        return mapped(values(first, path, context), lambda v: as_tensor(v).with_traits({KV_REPEAT}))
+        return mapped(values(first, path, context),
+                      lambda v: replace(as_tensor(v).with_traits({KV_REPEAT}), origin=call))
     if qualname == "torch.masked_fill":
         fill_expr = call.args[2] if len(call.args) > 2 else keyword_argument(call, "value")
         return _masked_fill(values(first, path, context), fill_expr, context)
@@ -296,9 +297,9 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
     if method in ("transpose", "swapaxes", "swapdims", "permute", "t"):
         return [Alt(_planned(value, _reordering(value, method, call, path, context)).with_traits(drop={TRIL}), path)]
     if method in ("expand", "expand_as"):
-        return [Alt(value.reshaped(None).with_traits({EXPANDED}), path)]
+        return [Alt(replace(value.reshaped(None).with_traits({EXPANDED}), origin=call), path)]
     if method == "repeat_interleave":
-        return [Alt(value.reshaped(None).with_traits({KV_REPEAT}), path)]
+        return [Alt(replace(value.reshaped(None).with_traits({KV_REPEAT}), origin=call), path)]
     if method in ("cpu", "cuda", "npu"):
         return [Alt(value.with_traits(drop={META}), path)]
     if method in _PRESERVING_METHODS:

@@ -549,10 +549,12 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL307": RuleDoc(
         what="Reports key/value passed to FIA/IFA/PFA that are `repeat_interleave` (or `expand` + "
-             "`reshape`) copies of the KV heads.",
+             "`reshape`) copies of the KV heads, with the line (and helper) where the repeat happened, "
+             "however many same-module helpers away.",
         why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
             "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
-            "the group size for nothing.",
+            "the group size for nothing. A call that also passes the KV head count as "
+            "`num_key_value_heads` now contradicts its own key and value, which have the query's head count.",
         bad=_HEADER + "def decode(q, key, value, head_dim):\n"
             "    key = key.repeat_interleave(4, dim=2)\n"
             "    value = value.repeat_interleave(4, dim=2)\n"

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.evaluate import literal
 from kvlint.analysis.facts import KV_REPEAT
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
@@ -23,6 +24,7 @@ from kvlint.catalogue.operators import (
     INFERENCE_ATTENTION,
     KV_LENGTHS_PARAM,
     KV_RMSNORM_OUTPUTS,
+    NUM_HEADS_PARAM,
     OUT_OF_PLACE_SCATTER,
 )
 
@@ -139,16 +141,36 @@ def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
                     f"discarded: call {site.name}_ to write in place, or assign the result back to the cache")
 
 
+def _repeated_at(repeat: nodes.NodeNG | None, site: CallSite) -> str:
+    """`` (repeated at line N, in helper())`` when the repeat is away from the call."""
+    if repeat is None or repeat.lineno is None or repeat.lineno == site.call.lineno:
+        return ""
+    frame = repeat.frame()
+    inside = f", in {frame.name}()" if isinstance(frame, nodes.FunctionDef) and frame is not site.call.frame() else ""
+    return f" (repeated at line {repeat.lineno}{inside})"
+
+
 def check_kv_repeat(site: CallSite) -> Iterator[Issue]:
     """KVL307: FIA/IFA/PFA take KV with fewer heads (GQA) through num_key_value_heads; repeating the KV heads
-    to the query head count first copies the cache (memory, bandwidth) for nothing."""
+    to the query head count first copies the cache (memory, bandwidth) for nothing, and a
+    num_key_value_heads that still gives the KV head count then contradicts the repeated tensor."""
     if site.name not in INFERENCE_ATTENTION:
         return
+    kv_heads = site.argument("num_key_value_heads")
+    heads = site.argument(NUM_HEADS_PARAM[site.name])
+    contradicts = kv_heads is not None and (heads is None or kv_heads.as_string() != heads.as_string()) and (
+        literal(kv_heads) != 0)
     for name in ("key", "value"):
-        if any(alt.value.has(KV_REPEAT) for alt in site.values(name)):
-            yield Issue("KVL307", site.anchor(name),
-                        f"{name} is a repeat_interleave / expand+reshape copy of the KV heads: {site.name} "
-                        "handles GQA itself; pass the KV tensor as it is with num_key_value_heads=<KV heads>")
+        repeated = [alt.value for alt in site.values(name) if alt.value.has(KV_REPEAT)]
+        if not repeated:
+            continue
+        where = _repeated_at(repeated[0].origin, site)
+        consequence = (f"; num_key_value_heads={kv_heads.as_string()} now contradicts the repeated tensor, which has "
+                       "the query's head count" if contradicts else "")
+        yield Issue("KVL307", site.anchor(name),
+                    f"{name} is a repeat_interleave / expand+reshape copy of the KV heads{where}: {site.name} "
+                    f"handles GQA itself{consequence}; pass the KV tensor before the repeat with "
+                    "num_key_value_heads=<KV heads>")
 
 
 def _unpacking_targets(site: CallSite) -> Iterator[nodes.Tuple | nodes.List]:
