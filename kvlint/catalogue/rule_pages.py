@@ -487,11 +487,16 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="The lengths are runtime data kvlint cannot see.",
     ),
     "KVL304": RuleDoc(
-        what="Reports a literal `block_size` that the documented constraints forbid: not a multiple of 16, "
-             "or above 512 on the non-MLA paths.",
-        why="The paged kernels tile the cache by block; the documented sizes are multiples of 16 (32 for "
-            "int8 KV, 128 for prefill) up to 512. Other sizes fail at launch with an aclnn error code, after "
-            "the model loaded.",
+        what="Reports a literal `block_size` that the documented table forbids, per path: FIA with a "
+             "TND-family layout (TND, NTD, TND_NTD, NTD_TND) or MLA rope inputs takes a multiple of 16 up to "
+             "1024; FIA with a query longer than 1, where the code proves it (a sequence axis longer than 1, "
+             "or a branch on `max_query_len > 1`), a multiple of 128 in [128, 512]; other FIA calls (decode, "
+             "or where the code proves neither) a multiple of 16 up to 512; IFA a multiple of 16 (its "
+             "documentation gives no maximum).",
+        why="The paged kernels tile the cache by block; the documented sizes depend on the branch the call "
+            "takes (decode, prefill, TND, MLA). Other sizes fail at launch with an aclnn error code, after "
+            "the model loaded. The int8-KV rule (a multiple of 32) is not checked: the KV dtype is rarely "
+            "visible at the call.",
         bad=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
@@ -500,7 +505,12 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
-        references=(Reference("§5.4 Paged attention (block_size rules per branch)", OPS),),
+        references=(
+            Reference("§5.4 Paged attention (block_size rules per branch)", OPS),
+            Reference("FIA-C36 to FIA-C39: block_size for Q_S > 1, Q_S = 1, TND and MLA",
+                      url="../operators/fused_infer_attention.md#fia-c36"),
+            Reference("IFA-C12: IFA block_size", url="../operators/incre_prompt_flash_attention.md#ifa-c12"),
+        ),
         no_fix="The block size must match the cache allocation.",
     ),
     "KVL305": RuleDoc(

@@ -16,6 +16,7 @@ from kvlint.analysis.facts import KV_REPEAT
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
 from kvlint.analysis.names import is_self, qualified_name
+from kvlint.analysis.query_length import SEVERAL, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
@@ -31,6 +32,7 @@ from kvlint.catalogue.operators import (
 PAGED_OPERATORS = FIA | {IFA}
 """Operators that take block_table / block_size."""
 BLOCK_ALIGNMENT = 16
+PREFILL_BLOCK_ALIGNMENT = 128
 MAX_BLOCK_SIZE = 512
 MAX_MLA_BLOCK_SIZE = 1024
 NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
@@ -93,31 +95,57 @@ def check_paged_without_kv_lengths(site: CallSite) -> Iterator[Issue]:
             return
 
 
-def _block_size_problem(size: int, mla: bool) -> str | None:
-    limit = MAX_MLA_BLOCK_SIZE if mla else MAX_BLOCK_SIZE
-    if size < 0:
-        return "is negative"
-    if size % BLOCK_ALIGNMENT:
-        return f"is not a multiple of {BLOCK_ALIGNMENT}"
-    if size > limit:
-        return f"is above {limit}" + ("" if mla else " (the limit outside MLA)")
-    return None
+TND_QUERY_LAYOUTS = frozenset({"TND", "NTD"})
+"""Query parts of the TND-family layouts (``TND``, ``TND_NTD``, ``NTD``, ``NTD_TND``)."""
+
+
+def _block_size_limits(site: CallSite, path: Path) -> list[tuple[int, int, int, str, Path]]:
+    """The documented block sizes on each path: (multiple, minimum, maximum, which rule, path).
+
+    FIA (docs/operators/fused_infer_attention.md#fia-c36 .. #fia-c39): TND-family layouts and MLA rope inputs
+    take a multiple of 16 up to 1024; otherwise a query longer than 1 takes a multiple of 128 in [128, 512]
+    and decode a multiple of 16 up to 512, which is also the rule where the code proves neither. IFA
+    (docs/operators/incre_prompt_flash_attention.md#ifa-c12): a multiple of 16, no documented maximum.
+    """
+    if site.name == IFA:
+        return [(BLOCK_ALIGNMENT, BLOCK_ALIGNMENT, 0, "", path)]
+    rope = site.argument("query_rope") is not None and any(
+        not alt.value.is_none for alt in site.values("query_rope", path))
+    limits = []
+    for layout in site.values("input_layout", path):
+        name = layout.value.const
+        query_layout = name.split("_")[0] if isinstance(name, str) else None
+        if rope or query_layout in TND_QUERY_LAYOUTS:
+            reason = "with MLA rope inputs" if rope else f"with the {name} layout"
+            limits.append((BLOCK_ALIGNMENT, BLOCK_ALIGNMENT, MAX_MLA_BLOCK_SIZE, reason, layout.path))
+            continue
+        for length, reached in query_lengths(site, layout.path):
+            if length == SEVERAL:
+                limits.append((PREFILL_BLOCK_ALIGNMENT, PREFILL_BLOCK_ALIGNMENT, MAX_BLOCK_SIZE,
+                               "for a query longer than 1 (which the code proves here)", reached))
+            else:
+                limits.append((BLOCK_ALIGNMENT, BLOCK_ALIGNMENT, MAX_BLOCK_SIZE,
+                               "outside TND and MLA (up to 1024 there)", reached))
+    return limits
 
 
 def check_block_size_invalid(site: CallSite) -> Iterator[Issue]:
-    """KVL304: documented block sizes: a multiple of 16 (32 for int8 KV), at most 512 outside MLA
-    (MLA D=512: multiple of 16, at most 1024); 128 is the recommended size."""
-    mla = site.argument("query_rope") is not None
+    """KVL304: the documented block sizes: FIA with a TND-family layout or MLA rope inputs a multiple of 16 up
+    to 1024; FIA with a query longer than 1 a multiple of 128 in [128, 512]; FIA decode a multiple of 16 up to
+    512 (32 for int8 KV); IFA a multiple of 16. 128 is the recommended size."""
     for path in _block_table_paths(site):
         for alt in site.values("block_size", path):
             size = alt.value.const
             if not isinstance(size, int) or isinstance(size, bool) or size == 0:
                 continue
-            problem = _block_size_problem(size, mla)
-            if problem is not None:
+            for multiple, low, high, reason, _ in _block_size_limits(site, alt.path):
+                if size % multiple == 0 and size >= low and (not high or size <= high):
+                    continue
+                bounds = f" in [{low}, {high}]" if low > BLOCK_ALIGNMENT else (f" up to {high}" if high else "")
+                took = f"a multiple of {multiple}{bounds}"
                 yield Issue("KVL304", site.anchor("block_size"),
-                            f"block_size={size} {problem}: {site.name} takes a multiple of {BLOCK_ALIGNMENT} "
-                            f"up to {MAX_MLA_BLOCK_SIZE if mla else MAX_BLOCK_SIZE} (128 recommended)")
+                            f"block_size={size} is not {took}, the block sizes {site.name} takes"
+                            f"{' ' + reason if reason else ''}: use 128")
                 return
 
 
