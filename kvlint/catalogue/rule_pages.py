@@ -505,12 +505,7 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
-        references=(
-            Reference("§5.4 Paged attention (block_size rules per branch)", OPS),
-            Reference("FIA-C36 to FIA-C39: block_size for Q_S > 1, Q_S = 1, TND and MLA",
-                      url="../operators/fused_infer_attention.md#fia-c36"),
-            Reference("IFA-C12: IFA block_size", url="../operators/incre_prompt_flash_attention.md#ifa-c12"),
-        ),
+        references=(Reference("§5.4 Paged attention (block_size rules per branch)", OPS),),
         no_fix="The block size must match the cache allocation.",
     ),
     "KVL305": RuleDoc(
