@@ -32,6 +32,11 @@ GROWN_CACHE = "grown-cache"
 """A cache extended with the new keys: ``torch.cat`` of a CACHE part and another."""
 KV_REPEAT = "kv-repeat"
 """KV heads copied to the query head count (``repeat_interleave``, ``expand`` then ``reshape``)."""
+CUMULATIVE = "cumulative"
+"""Running totals of sequence lengths (``torch.cumsum``, a ``cu_seqlens``-style name): what TND layouts take
+as lengths, where the other layouts take one length per batch."""
+CUMULATIVE_NAME = re.compile(r"^(cu|cum|cumulative)_|_cu_|cumsum|^cu_?seqlens|^(query|seq)_start_loc$", re.IGNORECASE)
+"""Identifiers of cumulative lengths: ``cu_seqlens_q``, ``cu_q_lens``, ``cum_seq_lens``, ``query_start_loc``."""
 META = "meta"
 """On the meta device (``device="meta"``, ``.to("meta")``): a shape and a dtype, no numbers."""
 EXPANDED = "expanded"

@@ -18,6 +18,7 @@ from kvlint.analysis.facts import (
     ADDITIVE,
     CACHE,
     CAST_METHODS,
+    CUMULATIVE,
     EXPANDED,
     FLOAT_DTYPES,
     GROWN_CACHE,
@@ -46,7 +47,7 @@ SIZE_DEPTH = 6
 FINFO = "torch.finfo()"
 """The qualname standing for what ``torch.finfo(...)`` returns: its ``.min`` is a large negative."""
 _PRESERVING_METHODS = frozenset({
-    "contiguous", "clone", "detach", "pin_memory", "requires_grad_", "narrow",
+    "contiguous", "clone", "detach", "pin_memory", "requires_grad_", "narrow", "tolist", "numpy",
     "index_select", "select", "to_dense", "share_memory_",
 })
 _REORDERING_METHODS = frozenset({"movedim", "flip"})
@@ -116,7 +117,11 @@ def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Contex
         return [Alt(tensor(d, (None,), origin=call), p) for d, p in _dtype_choices(dtype_arg, default, path, context)]
     if qualname in ("torch.tensor", "torch.as_tensor"):
         default = _data_dtype(first, path, context)
-        return [Alt(tensor(d, origin=call), p) for d, p in _dtype_choices(dtype_arg, default, path, context)]
+        kept = frozenset({CUMULATIVE}) if any(a.value.has(CUMULATIVE) for a in values(first, path, context)) else (
+            frozenset())
+        return [Alt(tensor(d, traits=kept, origin=call), p) for d, p in _dtype_choices(dtype_arg, default, path, context)]
+    if qualname == "torch.cumsum":
+        return [Alt(tensor(None, traits=frozenset({CUMULATIVE}), origin=call), path)]
     if qualname in TYPED_TENSORS:
         return [Alt(tensor(TYPED_TENSORS[qualname], origin=call), path)]
     if qualname == "torch.searchsorted":
@@ -251,6 +256,8 @@ def _concatenation(sequence: nodes.NodeNG | None, path: Path, context: Context, 
     dtypes = {alt.value.dtype if alt.value.tensor else None for part in parts for alt in part}
     dtype = dtypes.pop() if len(dtypes) == 1 else None
     traits = frozenset({CACHE, GROWN_CACHE}) if cached and grows and len(parts) > 1 else frozenset()
+    if grows and any(alt.value.has(CUMULATIVE) for part in parts for alt in part):
+        traits |= {CUMULATIVE}
     return [Alt(tensor(dtype, traits=traits, origin=sequence.parent), path)]
 
 
@@ -300,6 +307,8 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
         return [Alt(replace(value.reshaped(None).with_traits({EXPANDED}), origin=call), path)]
     if method == "repeat_interleave":
         return [Alt(replace(value.reshaped(None).with_traits({KV_REPEAT}), origin=call), path)]
+    if method == "cumsum":
+        return [Alt(replace(value.with_traits({CUMULATIVE}), origin=call), path)]
     if method in ("cpu", "cuda", "npu"):
         return [Alt(value.with_traits(drop={META}), path)]
     if method in _PRESERVING_METHODS:
@@ -428,8 +437,9 @@ def changed_in_place(previous: Alt, statement: nodes.NodeNG, context: Context) -
 
 
 def as_tensor(value: Value) -> Value:
-    """The value as a tensor: itself, else a tensor the code does not describe (a cache stays one)."""
-    return value if value.tensor else tensor(None, traits=value.traits & {CACHE})
+    """The value as a tensor: itself, else a tensor the code does not describe (a cache, or cumulative
+    lengths, stay so)."""
+    return value if value.tensor else tensor(None, traits=value.traits & {CACHE, CUMULATIVE})
 
 
 def triangular(value: Value, lower: bool, call: nodes.Call) -> Value:
@@ -452,7 +462,7 @@ def indexed(value: Value, index: nodes.NodeNG) -> Value:
     parts = index.elts if isinstance(index, nodes.Tuple) else [index]
     several_slices = len(parts) > 1 and any(isinstance(p, nodes.Slice) for p in parts)
     if not value.tensor and not (value == UNKNOWN_VALUE.with_traits(value.traits) and several_slices):
-        return UNKNOWN_VALUE.with_traits(value.traits & {CACHE})
+        return UNKNOWN_VALUE.with_traits(value.traits & {CACHE, CUMULATIVE})
     value = as_tensor(value)
     rank = split(value.shape)[1]
     if rank is None and value.axes is not None:

@@ -275,6 +275,32 @@ DOCS: dict[str, RuleDoc] = {
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
             "module does not import it.",
     ),
+    "KVL114": RuleDoc(
+        what="Reports an `input_layout` whose axis order contradicts the one the code proves for the query "
+             "(and, outside paged attention, for key and value): a tensor unpacked as "
+             "`B, N, S, D = q.shape`, or built by `x.view(bsz, q_len, num_heads, head_dim).transpose(1, 2)` "
+             "(BNSD), passed with `input_layout=\"BSND\"`. The roles of the axes come from the names the code "
+             "gives their sizes; `transpose` and `permute` are followed, so turning BNSD into BSND before a "
+             "BSND call is fine. Names that prove nothing (vision code's `B, N, C`) are not judged.",
+        why="The operator takes the layout's word for the axis order. With heads and sequence swapped the "
+            "call raises on the head count, or, when the two sizes happen to agree, attends along the head "
+            "axis: wrong numbers and no error.",
+        bad=_HEADER + "def prefill(query, key, value):\n"
+            "    batch, heads, seq_len, head_dim = query.shape\n"
+            "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "        query, key, value, num_heads=heads, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n"
+            "    )\n"
+            "    return out\n",
+        good=_HEADER + "def prefill(query, key, value):\n"
+             "    batch, heads, seq_len, head_dim = query.shape\n"
+             "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+             "        query, key, value, num_heads=heads, scale=1 / math.sqrt(head_dim), input_layout=\"BNSD\"\n"
+             "    )\n"
+             "    return out\n",
+        references=(Reference("§5.3 input_layout (the axis order of each layout)", OPS),),
+        no_fix="Whether the layout or the tensor is wrong is a judgement call: pass the layout the tensor has, "
+               "or transpose the tensor.",
+    ),
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
              "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "
@@ -423,6 +449,31 @@ DOCS: dict[str, RuleDoc] = {
             gh("xLLM-AI/xllm", "PR", 2161, "feat: fix prefix-cache prefill attention in Python graph path"),
         ),
         no_fix="The rule is a warning: a call may never see a cache with more tokens than queries.",
+    ),
+    "KVL207": RuleDoc(
+        what="Reports a function that takes a mask or causality parameter (`attention_mask`, `attn_mask`, "
+             "`mask`, `key_padding_mask`, `is_causal`, `causal`, ...), never reads it, and calls FIA, FIA v2, "
+             "IFA, PFA or `npu_fusion_attention` without `atten_mask`. Not reported: a parameter marked unused "
+             "(`_mask`, `del mask`, a docstring saying reserved or unused), a call that may pass the mask "
+             "through `**kwargs`, a causality flag where the code proves a query of length 1, and a mask "
+             "parameter where the call passes KV lengths (padding is cut by the lengths).",
+        why="The caller built the mask (the padding of a batch of images, a causal flag) and handed it over; "
+            "the function drops it and the operator attends every position. Padded patches or future tokens "
+            "leak into the result, with no error; the SDPA backend of the same signature usually honours the "
+            "argument, so only the NPU path is wrong.",
+        bad=_HEADER + "def encoder_attention(q, k, v, attention_mask, head_dim):\n"
+            "    return torch_npu.npu_prompt_flash_attention(\n"
+            "        q, k, v, num_heads=16, input_layout=\"BNSD\", scale_value=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def encoder_attention(q, k, v, attention_mask, head_dim):\n"
+             "    return torch_npu.npu_prompt_flash_attention(\n"
+             "        q, k, v, num_heads=16, input_layout=\"BNSD\", scale_value=1 / math.sqrt(head_dim),\n"
+             "        atten_mask=attention_mask,\n    )\n",
+        references=(
+            Reference("§5.1 atten_mask dtype and polarity; §8 Silent wrong-result catalogue, S6", OPS),
+            gh("vllm-project/vllm-omni", "issue", 7322,
+               "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
+        ),
+        no_fix="Building the mask needs to know what the parameter holds (padding, causal, additive).",
     ),
     "KVL301": RuleDoc(
         what="Reports a value reaching `block_table` whose dtype is known and is not int32: "
@@ -592,5 +643,31 @@ DOCS: dict[str, RuleDoc] = {
                "the unpacking of npu_kv_rmsnorm_rope_cache changed to four names (cited in the reference, §6)"),
         ),
         no_fix="Which names the code meant is a judgement call.",
+    ),
+    "KVL309": RuleDoc(
+        what="Reports cumulative lengths (`torch.cumsum(...)`, `x.cumsum(...)`, `numpy.cumsum`, or a value "
+             "named like `cu_seqlens`, `cu_q_lens`, `query_start_loc`) passed as the length arguments "
+             "(`actual_seq_lengths` / `actual_seq_lengths_kv`, v2 `actual_seq_qlen` / `actual_seq_kvlen`, "
+             "IFA `actual_seq_lengths`) of a call whose layout is not TND-family. Differences "
+             "(`cu[1:] - cu[:-1]`) are per-batch lengths and fine; query lengths of a query of length 1 are "
+             "ignored outside TND and not reported.",
+        why="TND layouts pack the batch along one axis and take running totals; the other layouts take one "
+            "length per batch. Running totals there are read as per-batch lengths: each batch after the first "
+            "claims the lengths of all before it and runs past its own end (padding or the next sequence is "
+            "attended), or the call raises when a length exceeds S. Code that serves both layouts from one "
+            "metadata object is where this happens.",
+        bad=_HEADER + "def prefill(q, k, v, cu_seqlens, head_dim):\n"
+            "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\",\n"
+            "        actual_seq_lengths=cu_seqlens[1:], actual_seq_lengths_kv=cu_seqlens[1:],\n    )\n"
+            "    return out\n",
+        good=_HEADER + "def prefill(q, k, v, cu_seqlens, head_dim):\n"
+             "    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()\n"
+             "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\",\n"
+             "        actual_seq_lengths=lengths, actual_seq_lengths_kv=lengths,\n    )\n"
+             "    return out\n",
+        references=(Reference("§5.3 input_layout (layouts that require the actual_seq* arguments)", OPS),),
+        no_fix="Whether to convert the lengths or to switch to TND depends on how the tensors are packed.",
     ),
 }

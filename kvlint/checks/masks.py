@@ -7,6 +7,7 @@ reference_semantics.md sections 4 and 8).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from astroid import nodes
@@ -211,6 +212,64 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
                         f"sparse_mode={mode} aligns the causal mask top-left, but {reason}: the new queries "
                         "then miss most of the cached keys; use sparse_mode=3 (bottom-right) with the 2048x2048 mask")
             return
+
+
+MASK_PARAMETER = re.compile(r"^(attention_mask|attn_mask|atten_mask|mask|causal_mask|key_padding_mask|"
+                            r"padding_mask|src_mask|attn_masks|attention_masks)$")
+CAUSAL_PARAMETER = re.compile(r"^(is_causal|causal|use_causal|causal_attention)$")
+"""Parameters that carry masking for the attention a function computes (``_mask`` says it is unused)."""
+
+
+_DOCUMENTED_UNUSED = re.compile(r"\b(reserved|unused|not used|ignored|has no effect|not supported|no-op)\b",
+                                re.IGNORECASE)
+
+
+def _documented_unused(function: nodes.FunctionDef, name: str) -> bool:
+    """The docstring says the parameter is not used (``attn_mask: Reserved for future use``)."""
+    doc = function.doc_node.value if function.doc_node is not None else ""
+    for match in re.finditer(rf"\b{re.escape(name)}\b", doc):
+        entry = re.split(r"\n\s*\n|\n\s*\w+\s*(?:\(|:)", doc[match.end():], maxsplit=1)[0]
+        if _DOCUMENTED_UNUSED.search(entry[:300]):
+            return True
+    return False
+
+
+def _reads(function: nodes.FunctionDef, name: str) -> bool:
+    """The function body reads the name (nested functions included) or deletes it on purpose (``del mask``)."""
+    return any(node.name == name for node in function.nodes_of_class((nodes.Name, nodes.DelName)))
+
+
+def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
+    """KVL207: a function that takes a mask or causality parameter, never reads it, and calls the operator
+    without ``atten_mask`` silently attends what the caller asked to hide: padding, or the future. Not for a
+    parameter its name (``_mask``) or its docstring (``Reserved``, ``unused``) says is unused, a causality flag
+    where the code proves a query of length 1 (nothing to hide), nor a mask parameter where the call passes
+    KV lengths (padding is cut by the lengths)."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended:
+        return
+    function = site.call.frame()
+    if not isinstance(function, nodes.FunctionDef):
+        return
+    if site.argument("atten_mask") is not None and not all(alt.value.is_none for alt in site.values("atten_mask")):
+        return
+    arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+    for param in (a.name for a in arguments):
+        causal = bool(CAUSAL_PARAMETER.match(param))
+        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or _documented_unused(function, param):
+            continue
+        if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
+            continue
+        kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
+        if not causal and site.argument(kv_lengths) is not None and not all(
+                alt.value.is_none for alt in site.values(kv_lengths)):
+            continue
+        hidden = "a caller asking for causal attention gets every token attending the future" if causal else (
+            "the positions it masks (padding, the future) are attended")
+        yield Issue("KVL207", site.call,
+                    f"{function.name}() takes '{param}' but never reads it, and calls {site.name} without "
+                    f"atten_mask: {hidden}; build atten_mask (and sparse_mode) from it, or raise when it is set "
+                    "if this path cannot mask")
+        return
 
 
 def _sdpa_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:
