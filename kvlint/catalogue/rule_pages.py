@@ -337,7 +337,11 @@ DOCS: dict[str, RuleDoc] = {
              "        query, key, value, num_heads=heads, scale=1 / math.sqrt(head_dim), input_layout=\"BNSD\"\n"
              "    )\n"
              "    return out\n",
-        references=(Reference("§5.3 input_layout (the axis order of each layout)", OPS),),
+        references=(
+            Reference("FIA-C1: the layouts and the query rank each takes", f"{FIA}#fia-c1"),
+            Reference("FIA-C4: with BNSD, num_heads must equal the query's N axis", f"{FIA}#fia-c4"),
+            Reference("PFA-C1: PFA's layouts", f"{IFA_PFA}#pfa-c1"),
+        ),
         no_fix="Whether the layout or the tensor is wrong is a judgement call: pass the layout the tensor has, "
                "or transpose the tensor.",
     ),
@@ -393,6 +397,7 @@ DOCS: dict[str, RuleDoc] = {
         references=(
             Reference("FIA-C21: the mask shapes of modes 0 and 1", f"{FIA}#fia-c21"),
             Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
+            Reference("FIA-C26: Q_S = 1 without rope: sparse_mode has no effect", f"{FIA}#fia-c26"),
             gh("sgl-project/sglang", "PR", 25455, "[NPU] MiMo-V2-Flash Adaptation"),
             gh("vllm-project/vllm-ascend", "PR", 2962,
                "[Perf] Add new npu_fused_infer_attention_score op ... resolve long-seq mask problems"),
@@ -419,6 +424,7 @@ DOCS: dict[str, RuleDoc] = {
         references=(
             Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
             Reference("FIA-T6: mode and mask mismatches", f"{FIA}#fia-t6"),
+            Reference("FIA-C26: Q_S = 1 without rope: sparse_mode has no effect", f"{FIA}#fia-c26"),
             Reference("FA-T2: npu_fusion_attention without a mask computes full attention", f"{FA}#fa-t2"),
             gh("vllm-project/vllm-omni", "issue", 7322,
                "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
@@ -517,7 +523,8 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k, v, num_heads=16, input_layout=\"BNSD\", scale_value=1 / math.sqrt(head_dim),\n"
              "        atten_mask=attention_mask,\n    )\n",
         references=(
-            Reference("§5.1 atten_mask dtype and polarity; §8 Silent wrong-result catalogue, S6", OPS),
+            Reference("FIA-C20: atten_mask marks the positions that are not computed", f"{FIA}#fia-c20"),
+            Reference("FA-T2: npu_fusion_attention without a mask computes full attention", f"{FA}#fa-t2"),
             gh("vllm-project/vllm-omni", "issue", 7322,
                "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
         ),
@@ -614,7 +621,9 @@ DOCS: dict[str, RuleDoc] = {
             Reference("FIA-C36: block_size for Q_S > 1", f"{FIA}#fia-c36"),
             Reference("FIA-C37: block_size for Q_S = 1", f"{FIA}#fia-c37"),
             Reference("FIA-C38: block_size up to 1024 for TND without rope", f"{FIA}#fia-c38"),
-            Reference("Known gaps G21 and G22: what KVL304 cannot express", f"{CONSTRAINTS}#gap-21"),
+            Reference("FIA-C39: block_size up to 1024 for MLA", f"{FIA}#fia-c39"),
+            Reference("IFA-C12: IFA's block_size, no documented maximum", f"{IFA_PFA}#ifa-c12"),
+            Reference("Known gaps G21 and G22, which KVL304 now covers for literal sizes", f"{CONSTRAINTS}#gap-21"),
         ),
         no_fix="The block size must match the cache allocation.",
     ),
@@ -731,7 +740,12 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\",\n"
              "        actual_seq_lengths=lengths, actual_seq_lengths_kv=lengths,\n    )\n"
              "    return out\n",
-        references=(Reference("§5.3 input_layout (layouts that require the actual_seq* arguments)", OPS),),
+        references=(
+            Reference("FIA-C13: outside TND the length lists hold per-batch lengths", f"{FIA}#fia-c13"),
+            Reference("FIA-C14: TND needs both length lists, each cumulative", f"{FIA}#fia-c14"),
+            Reference("FIA-C18: Q_S = 1 outside TND: the query lengths have no effect", f"{FIA}#fia-c18"),
+            Reference("PFA-C8 and PFA-C9: PFA's lengths, cumulative in TND only", f"{IFA_PFA}#pfa-c8"),
+        ),
         no_fix="Whether to convert the lengths or to switch to TND depends on how the tensors are packed.",
     ),
 }
