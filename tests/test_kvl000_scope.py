@@ -105,3 +105,21 @@ def test_flake8_skips_a_deep_valid_file_with_a_warning(files: dict[str, Path]) -
                          capture_output=True, text=True, check=False)
     assert "KVL" not in out.stdout
     assert f"kvlint: warning: {path}: skipped" in out.stderr
+
+
+def test_pylint_front_end_skips_a_module_it_cannot_walk_with_a_warning(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """pylint hands over a tree astroid built; if walking it exceeds the recursion limit, the kvlint checker
+    warns naming the module and reports nothing, instead of crashing pylint's run."""
+    from astroid import MANAGER
+    from astroid.builder import AstroidBuilder
+
+    from checkers import families
+
+    def too_deep(module, path, settings):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(families, "analyze", too_deep)
+    module = AstroidBuilder(MANAGER).string_build("import torch_npu\n", modname="deep", path="deep_module.py")
+    assert families.module_findings(module) == []
+    assert "deep_module.py: skipped: valid Python nested deeper" in capsys.readouterr().err
