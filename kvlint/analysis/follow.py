@@ -30,12 +30,12 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
     reaching = reaching_definitions(name, use, path)
     for definition, reached in reaching:
         if isinstance(definition, Param):
-            alts.extend(_dtype_checked(name, use, 0, _parameter(definition, reached, context)))
+            alts.extend(_narrowed_by_branches(name, use, 0, _parameter(definition, reached, context)))
         elif definition is OUTER:
-            alts.extend(_dtype_checked(name, use, 0, _outer(name, use, reached, context)))
+            alts.extend(_narrowed_by_branches(name, use, 0, _outer(name, use, reached, context)))
         elif isinstance(definition, nodes.NodeNG):
             found = _definition(definition, reached, context)
-            alts.extend(_dtype_checked(name, use, definition.lineno or 0, found))
+            alts.extend(_narrowed_by_branches(name, use, definition.lineno or 0, found))
         else:
             alts.append(Alt(UNKNOWN_VALUE, reached))
     return _observed(name, use, {definition for definition, _ in reaching}, alts)
@@ -82,7 +82,7 @@ def _with_rank(value: Value, rank: int, axes: tuple[str | None, ...] | None) -> 
     return replace(as_tensor(value), shape=shape, axes=value.axes or axes)
 
 
-def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
+def _narrowed_by_branches(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
     """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) or on ``x is None`` on the path says about ``x``,
     for a definition of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the
     path that skipped the cast has an int32 ``x``; on the path that took ``if mask is not None:``, ``mask``
