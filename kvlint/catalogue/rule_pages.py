@@ -480,7 +480,9 @@ DOCS: dict[str, RuleDoc] = {
     "KVL206": RuleDoc(
         what="Reports top-left causal alignment over a KV cache: FIA/PFA `sparse_mode=2` in a call that "
              "also reads cached or paged KV (`block_table`, or KV lengths given separately), and "
-             "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache.",
+             "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache. Not where the "
+             "code proves a query of length 1 without rope inputs: FIA and PFA ignore the mode then, and one "
+             "query sees every cached key.",
         why="With P cached tokens and T new queries, query i sits at position P + i and must see keys up to "
             "P + i (bottom-right alignment). Top-left alignment lets it see only keys up to i, so most of "
             "the cache is hidden from every query: chunked prefill and prefix caching silently compute "
