@@ -21,7 +21,7 @@ from pylint.constants import WarningScope
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.catalogue.rules import STATIC_RULES
-from kvlint.checks.engine import analyze
+from kvlint.checks.engine import Unanalysable, analyze
 from kvlint.frontends.config import (
     ConfigError,
     ignored_for,
@@ -43,7 +43,11 @@ def module_findings(module: nodes.Module, settings: Settings = DEFAULT_SETTINGS)
         if module.file and not may_have_findings(source, settings):
             findings: list[Finding] = []
         else:
-            findings = analyze(module, module.file or module.name, settings)
+            try:
+                findings = analyze(module, module.file or module.name, settings)
+            except RecursionError:
+                print(f"kvlint: warning: {Unanalysable(module.file or module.name)}", file=sys.stderr)
+                findings = []
             if findings and source:
                 findings = read_suppressions(source).filter(findings, honour_noqa=False)
         _last_analysis = (module, settings, findings)

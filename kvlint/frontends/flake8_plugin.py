@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import ast
 import gc
+import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from astroid import MANAGER
 
 from kvlint import __version__
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
-from kvlint.checks.engine import lint_source
+from kvlint.checks.engine import Unanalysable, lint_source
 from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
 from kvlint.frontends.suppression import read_suppressions
 
@@ -89,7 +90,11 @@ class Plugin:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         source = "".join(self.lines)
-        findings = lint_source(source, self.filename, self.settings)
+        try:
+            findings = lint_source(source, self.filename, self.settings)
+        except Unanalysable as skipped:
+            print(f"kvlint: warning: {skipped}", file=sys.stderr)
+            return
         _freeze_astroid_bootstrap()
         if findings:
             findings = read_suppressions(source).filter(findings, honour_noqa=False)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
-from kvlint.checks.engine import lint_source, syntax_error
+from kvlint.checks.engine import Unanalysable, cpython_refusal, lint_source, syntax_error
 from kvlint.frontends.suppression import read_suppressions
 
 SKIPPED_DIRECTORIES = frozenset({
@@ -54,14 +54,26 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
 
 
 def read_source(path: str) -> str:
-    """The file's text, decoded as Python decodes it (PEP 263 coding cookie, else UTF-8)."""
+    """The file's text, decoded as Python decodes it (PEP 263 coding cookie, else UTF-8).
+
+    CPython's compiler does not decode comments: a file that declares UTF-8 (or nothing) and holds GBK
+    bytes in a comment imports and runs. When the strict decoding fails and CPython still compiles the
+    bytes, the undecodable bytes (inside comments, then) are replaced and the file is linted; otherwise
+    the decoding error is raised.
+    """
     mode = os.stat(path).st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise OSError("not a regular file")  # a FIFO or a device would block, or never end
     with open(path, "rb") as handle:
         raw = handle.read()
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)  # reads at most two lines
-    return raw.decode(encoding)
+    encoding = "utf-8"
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)  # reads at most two lines
+        return raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError):
+        if cpython_refusal(raw, path) is not None:
+            raise
+    return raw.decode(encoding, errors="replace")
 
 
 def lint_text(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
@@ -88,6 +100,8 @@ def lint_file(path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
         return FileResult(path, [syntax_error(path, 1, 0, f"cannot decode the file: {error}")])
     try:
         return lint_text(source, path, settings)
+    except Unanalysable as skipped:
+        return FileResult(path, warnings=[str(skipped)])
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         return FileResult(path, error=f"{path}: internal error: {type(error).__name__}: {error}")
 
