@@ -12,9 +12,18 @@ from pathlib import Path
 
 import pytest
 
-DISTRIBUTION = importlib.metadata.distribution(importlib.metadata.packages_distributions()["kvlint"][0])
+from kvlint.catalogue.project import DISTRIBUTION as NAME
+
+DISTRIBUTION = importlib.metadata.distribution(NAME)
 ENTRY_POINTS = [ep for ep in DISTRIBUTION.entry_points if ep.group in ("console_scripts", "flake8.extension")]
 BIN = str(Path(sys.executable).parent)
+
+
+def test_the_import_package_kvlint_comes_from_the_distribution_kvlint_ascend() -> None:
+    """``kvlint`` on the package index is another project; this one is installed as ``kvlint-ascend``."""
+    assert NAME == "kvlint-ascend" == DISTRIBUTION.metadata["Name"]
+    assert NAME in importlib.metadata.packages_distributions()["kvlint"]
+    assert DISTRIBUTION.version == importlib.import_module("kvlint").__version__
 
 
 def test_the_distribution_declares_the_documented_entry_points() -> None:

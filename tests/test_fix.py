@@ -299,6 +299,6 @@ def test_fix_without_libcst_is_a_clear_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "--fix", "m.py"], capture_output=True,
                          text=True, cwd=tmp_path, env=env)
     assert out.returncode == 2
-    assert "--fix and --diff need libcst: pip install 'kvlint[fix]'" in out.stderr
+    assert "--fix and --diff need libcst: pip install 'kvlint-ascend[fix]'" in out.stderr
     assert "Traceback" not in out.stderr
     assert (tmp_path / "m.py").read_text(encoding="utf-8") == BAD_FILE

@@ -10,7 +10,7 @@ rest of the file (formatting, comments) stays byte-identical.
   assigned once from it in the same function and read nowhere else.
 
 Every fix starts from a finding the engine reported and its position; anything the code does not prove
-is left alone. libcst is imported only here, and only when a fix is asked for: install ``kvlint[fix]``.
+is left alone. libcst is imported only here, and only when a fix is asked for: install ``kvlint-ascend[fix]``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _import_libcst():
     try:
         import libcst
     except ImportError:
-        raise FixUnavailable("--fix and --diff need libcst: pip install 'kvlint[fix]'") from None
+        raise FixUnavailable("--fix and --diff need libcst: pip install 'kvlint-ascend[fix]'") from None
     return libcst
 
 
