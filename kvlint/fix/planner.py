@@ -14,14 +14,14 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import libcst as cst
-from astroid import MANAGER, nodes
-from astroid.builder import AstroidBuilder
+from astroid import nodes
 from astroid.const import Context
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
+from kvlint.checks.engine import build_tree
 
 SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
 """Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""
@@ -84,7 +84,7 @@ class Planner:
 
     def _module(self) -> nodes.Module:
         if self._astroid is None:
-            self._astroid = AstroidBuilder(MANAGER, apply_transforms=False).string_build(self.source, path=self.path)
+            self._astroid = build_tree(self.source, self.path)
         return self._astroid
 
     def _sites(self):
