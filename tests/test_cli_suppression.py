@@ -104,7 +104,9 @@ def pylint(path: Path) -> list[str]:
 @pytest.mark.parametrize(("comment", "left"), [
     ("", ["KVL104", "KVL106"]),
     ("  # noqa: KVL104", ["KVL106"]),
+    ("  # noqa: kvl104", ["KVL106"]),  # flake8 itself compares codes case-sensitively; the plugin does not
     ("  # kvlint: disable=fa-invalid-layout", ["KVL104"]),
+    ("  # kvlint: disable-file=KVL104", ["KVL106"]),
 ])
 def test_flake8_honours_noqa_and_kvlint_pragmas(tmp_path: Path, comment: str, left: list[str]) -> None:
     path = tmp_path / "m.py"
@@ -200,16 +202,6 @@ def test_every_front_end_warns_about_a_pragma_naming_no_rule(tmp_path: Path) -> 
         assert out.stderr.count(f"kvlint: warning: m.py:{warning}") == 1, (tool, out.stderr)
         assert "KVL104" in out.stdout or "W7104" in out.stdout, (tool, out.stdout)
         assert "KVL106" not in out.stdout and "E7106" not in out.stdout, (tool, out.stdout)
-
-
-@pytest.mark.parametrize(("comment", "left"), [
-    ("  # noqa: kvl104", ["KVL106"]),
-    ("  # kvlint: disable-file=KVL104", ["KVL106"]),
-])
-def test_flake8_honours_lower_case_noqa_and_disable_file_names(tmp_path: Path, comment: str, left: list[str]) -> None:
-    path = tmp_path / "m.py"
-    path.write_text(source(comment))
-    assert flake8(path) == left
 
 
 def test_flake8_disable_noqa_still_reports(tmp_path: Path) -> None:
