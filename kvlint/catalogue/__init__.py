@@ -4,7 +4,8 @@
   registers them);
 - ``operators``: those schemas parsed into parameters and defaults, with the operator families' fact tables;
 - ``rules``: the rule catalogue (code, symbol, level, summary), shared by every front-end and the probe;
-- ``rule_pages``: the text of each rule's documentation page.
+- ``rule_pages``: the text of each rule's documentation page, and ``pages``, which renders them;
+- ``project``: the distribution's name (``kvlint-ascend``) and the URLs its metadata declares.
 
 Imports: the standard library only. Every other package of kvlint may import this one.
 """
