@@ -112,7 +112,7 @@ class Planner:
         return _NOT_FOUND
 
     def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> Declined:
-        target = rename_target(site.name, keyword)
+        target = rename_target(site.role, keyword)
         if target is None or target not in site.operator.param_names:
             return f"'{keyword}' has no one-to-one counterpart in {site.name}"
         if target in site.keywords:
