@@ -75,13 +75,18 @@ class _OwnTextBuilder(AstroidBuilder):
                 super().delayed_assattr(node)
 
 
+def build_tree(source: str, path: str) -> nodes.Module:
+    """The file's astroid tree as the engine builds it, from the file alone (raises ``AstroidSyntaxError``)."""
+    return _OwnTextBuilder(MANAGER, apply_transforms=False).string_build(source, path=path)
+
+
 def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
     """Lint one file's text. A file that does not parse gives one KVL000 finding; valid code astroid cannot
     build or kvlint cannot walk raises Unanalysable."""
     if not may_have_findings(source, settings):
         return []
     try:
-        module = _OwnTextBuilder(MANAGER, apply_transforms=False).string_build(source, path=path)
+        module = build_tree(source, path)
     except AstroidSyntaxError as error:
         cause = error.error
         line = getattr(cause, "lineno", None) or 1
