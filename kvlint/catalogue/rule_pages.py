@@ -340,7 +340,9 @@ DOCS: dict[str, RuleDoc] = {
             "`npu_fused_infer_attention_score_v2`, and op-plugin's own tests kept the old name. A name that "
             "adds words to a known one (`npu_gather_selection_kv_cache`) or carries a newer version number is "
             "not reported: projects register such operators themselves and mount them on `torch_npu` at run "
-            "time, which a one-file linter cannot see. Nor is a name the file tests for (`hasattr`, "
+            "time, which a one-file linter cannot see. Nor is the public spelling of a private operator "
+            "(`npu_matmul_add_fp32` for ATB's `_npu_matmul_add_fp32`, or the reverse): adaptor layers such as "
+            "MindSpore's torch_npu export it. Nor is a name the file tests for (`hasattr`, "
             "`getattr`, a string), assigns (`torch_npu.npu_x = ...`), or looks up in a `try` that catches "
             "`AttributeError` / `ImportError`.",
         bad=_HEADER + "def decode(q, k, v, head_dim):\n"
