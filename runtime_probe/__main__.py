@@ -10,7 +10,8 @@ folder stands for the ``*.json`` files in it.
 
 Exit status: 0, or 1 when an error-level finding was reported; 3 when a report could not be read (missing,
 not JSON, not a probe report) or a rank's report is missing from the set (fewer ranks than ``WORLD_SIZE``).
-The others are still merged and summarised, and the error names the file or the rank.
+The others are still merged and summarised, and the error names the file or the rank. When the reader
+of the summary goes away (``--merge ... | head``), the merge stops quietly with status 141.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kvlint.runtime_probe.report import ReportError, merge, missing_ranks, read_
 
 from kvlint import _startup
 from kvlint.catalogue.rules import ERROR
+from kvlint.console import quiet_on_broken_pipe
 
 USAGE = "python -m kvlint.runtime_probe SCRIPT [ARGS...] | --merge REPORTS... [-o OUT]"
 FINDINGS, INCOMPLETE = 1, 3
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: {USAGE}", file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
     if argv[0] == "--merge":
-        return merge_reports(argv[1:])
+        return quiet_on_broken_pipe(lambda: merge_reports(argv[1:]))
     run_script(argv)
     return 0
 

@@ -90,3 +90,15 @@ def test_padding_slots_are_not_duplicates(probe, standin):
     torch_npu.npu_scatter_pa_kv_cache(torch.ones(4, 2, 16), torch.ones(4, 2, 16), cache, cache.clone(),
                                       torch.tensor([3, -1, -1, 4]), cache_mode="Norm")
     assert codes(running) == {}
+
+
+def test_a_slot_repeated_in_atb_reshape_and_cache_is_reported(probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    cache = torch.zeros(4, 16, 2, 16)
+    ones = torch.ones(3, 2, 16)
+    torch_npu._npu_reshape_and_cache(ones, ones, cache, cache.clone(), torch.tensor([3, -1, 4], dtype=torch.int32))
+    assert codes(running) == {}
+    torch_npu._npu_reshape_and_cache(ones, ones, cache, cache.clone(), torch.tensor([3, 7, 3], dtype=torch.int32))
+    (finding,) = running.recorder.findings.values()
+    assert finding.code == "KVL508" and finding.message.startswith("slot_indices repeats a slot (3 appears 2 times)")

@@ -247,3 +247,16 @@ def test_a_report_path_stands_for_its_whole_set(tmp_path):
         "report.json", "report.pid42.json", "report.rank0.json", "report.rank1.pid7.json"]
     assert [p.name for p in report_set(tmp_path / "report.rank0.json")] == ["report.rank0.json"]
     assert len(report_set(tmp_path)) == len(names)
+
+
+def test_merge_into_a_reader_that_stops_early_exits_quietly(tmp_path):
+    """A summary of 3000 sites is more than a pipe holds: ``head -1`` exits and the next write fails."""
+    sites = [dict(op="op", path="run.py", line=line, calls=1, validated=1, compared=0, max_abs_err=None,
+                  max_rel_err=None) for line in range(1, 3001)]
+    process = dict(pid=1, parent_pid=None, rank=None, world_size=None, operator_calls=3000)
+    (tmp_path / "report.json").write_text(json.dumps({"findings": [], "sites": sites, "process": process}))
+    done = subprocess.run(f"{sys.executable} -m kvlint.runtime_probe --merge report.json | head -1; "
+                          "echo status=${PIPESTATUS[0]}", shell=True, capture_output=True, text=True, cwd=tmp_path,
+                          executable="/bin/bash")
+    assert done.stdout.splitlines() == ["kvlint probe summary", "status=141"]
+    assert done.stderr == ""

@@ -3,13 +3,15 @@ reads positions no write filled), on contiguous caches, paged caches and TND pac
 keyed so that separate requests and threads never compare.
 
 The engines are ``tests/probe_fixtures/serving.py`` on the emulated torch_npu; ``npu_scatter_pa_kv_cache``
-has no emulator kernel on this branch, so the paged engines write through the stand-in's implementation
+and ATB's ``_npu_reshape_and_cache`` have no emulator kernel, so the paged engines write through the
+stand-in's implementation
 (``tests/probe_fixtures/standin.py``), set on the emulated module and wrapped by the probe like any
 operator.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,16 @@ from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_lin
 
 SERVING = Path(serving.__file__)
 PATH = "tests/probe_fixtures/serving.py"
-SLOT_WRITER = {"npu_scatter_pa_kv_cache": standin.npu_scatter_pa_kv_cache}
+SLOT_WRITER = {"npu_scatter_pa_kv_cache": standin.npu_scatter_pa_kv_cache,
+               "_npu_reshape_and_cache": standin._npu_reshape_and_cache}
 ENGINES = {"contiguous": serving.contiguous, "coordinates": serving.coordinates, "paged": serving.paged,
-           "packed": serving.packed}
+           "paged_atb": partial(serving.paged, atb=True), "packed": serving.packed}
+MARKS = {"paged_atb": "paged"}
+"""Engine -> the name of its marked lines in serving.py, where it is not the engine's own."""
+
+
+def marked(engine: str, what: str) -> int:
+    return marked_line(SERVING, f"{MARKS.get(engine, engine)} {what}")
 
 
 def sites(running, code: str) -> set[tuple[str, int]]:
@@ -42,9 +51,9 @@ def test_the_decode_off_by_one_is_kvl509_at_the_attention_call(engine, emulated)
     running, torch_npu = emulated(SLOT_WRITER, compare=False)
     ENGINES[engine](torch_npu, extra=-1)
     assert set(codes(running)) == {"KVL509"}
-    assert sites(running, "KVL509") == {(PATH, marked_line(SERVING, f"{engine} attention"))}
+    assert sites(running, "KVL509") == {(PATH, marked(engine, "attention"))}
     (finding,) = running.recorder.findings.values()
-    write_line = marked_line(SERVING, f"{engine} write")
+    write_line = marked(engine, "write")
     assert f"{PATH}:{write_line})" in finding.message
     assert "not attended" in finding.message
 
@@ -54,7 +63,7 @@ def test_reading_one_position_past_the_written_ones_is_kvl510(engine, emulated):
     running, torch_npu = emulated(SLOT_WRITER, compare=False)
     ENGINES[engine](torch_npu, extra=1)
     assert set(codes(running)) == {"KVL510"}
-    assert sites(running, "KVL510") == {(PATH, marked_line(SERVING, f"{engine} attention"))}
+    assert sites(running, "KVL510") == {(PATH, marked(engine, "attention"))}
     (finding,) = running.recorder.findings.values()
     assert "rows are all zero" in finding.message and "never written since the cache was allocated" in finding.message
 

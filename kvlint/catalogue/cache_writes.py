@@ -12,8 +12,8 @@ How the ``positions`` argument addresses the cache (constraint ids of ``docs/ope
 - ``COORDINATES``: each row of ``positions`` (last dimension ``a``) indexes the leading ``a`` axes of the
   cache (KVC-C9).
 - ``SLOTS``: ``positions[t]`` is token ``t``'s slot, ``block * block_size + offset``, in a cache whose axis 0
-  is the block and whose ``token_axis`` (of size block_size) the offset (KVC-C12,
-  KVC-C21); negative slots are padding.
+  is the block and whose ``token_axis`` (of size block_size) the offset (KVC-C12, KVC-C21, and ATB's
+  ``_npu_reshape_and_cache``: KVC-C32); negative slots are padding.
 - ``ROW_OFFSETS``: ``positions[b, s]`` is the position of token ``s`` of batch row ``b`` along ``token_axis``
   (KVC-C21, ``cache_mode='Norm'``).
 
@@ -71,6 +71,7 @@ CACHE_WRITES: dict[str, CacheWrite] = {
     "npu_scatter_pa_kv_cache": CacheWrite("key_cache", "slot_mapping", "key", _PAGED, mode="cache_mode"),
     "npu_scatter_pa_kv_cache_functional": CacheWrite("key_cache", "slot_mapping", "key", _PAGED, mode="cache_mode",
                                                      result=0),
+    "_npu_reshape_and_cache": CacheWrite("key_cache", "slot_indices", "key", {None: Addressing(SLOTS, 1)}),
     "npu_kv_rmsnorm_rope_cache": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode"),
     "npu_kv_rmsnorm_rope_cache_v2": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode"),
     "npu_kv_rmsnorm_rope_cache_v2_functional": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode",
@@ -78,3 +79,11 @@ CACHE_WRITES: dict[str, CacheWrite] = {
 }
 """Cache write operator -> its facts. ``npu_kv_rmsnorm_rope_cache`` v1 declares no mutation but writes its
 caches in place (KVC-C27)."""
+
+NOT_MODELLED: dict[str, str] = {
+    "npu_scatter_pa_cache": "no documentation page (KVC-C18): the cache layout its slots address is not documented",
+    "npu_mla_prolog_v3": "the keys are computed inside the operator; kvlint does not model its writes (KVC-C34)",
+}
+"""Operators that write a cache argument and have no row, with the reason: the probe follows none of their
+writes (no KVL505/KVL508/KVL509/KVL510 from them, and no decoder evidence), rather than guess where their rows
+land."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kvlint.catalogue.project import docs_url
 from kvlint.catalogue.rule_pages import DOCS, Reference
-from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, Rule, rule
+from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, STATIC_RULES, Rule, rule
 
 RULES_FOLDER = "docs/rules"
 """Where the pages live in the repository; the references' ``doc`` paths are relative to its root."""
@@ -154,9 +154,13 @@ def standalone_page(entry: Rule) -> str:
     return _page(entry, _located_line)
 
 
+_BY_PYLINT_ID = {entry.pylint_msgid: entry for entry in STATIC_RULES if entry.pylint_msgid}
+
+
 def explain(code_or_symbol: str) -> str:
-    """The page of a rule (static or probe) by code or symbol; KeyError when there is none."""
-    entry = rule(code_or_symbol)
+    """The page of a rule (static or probe) by code, symbol or pylint message id (``E7201``); KeyError when
+    there is none."""
+    entry = _BY_PYLINT_ID.get(code_or_symbol.upper()) or rule(code_or_symbol)
     if entry not in DOCUMENTED_RULES:
         raise KeyError(code_or_symbol)
     return standalone_page(entry)

@@ -9,6 +9,8 @@ sites the probe must name.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 B, NQ, NKV, D, BLOCK = 2, 4, 2, 16, 16
@@ -54,10 +56,11 @@ def coordinates(torch_npu, extra: int = 0, steps: int = 3, prompt: int = 3) -> N
         torch_npu.npu_fused_infer_attention_score(q, k_cache, v_cache, num_heads=NQ, num_key_value_heads=NKV, input_layout="BSH", scale=SCALE, actual_seq_lengths_kv=[n + extra for n in kv_lens])  # noqa: E501  # coordinates attention
 
 
-def paged(torch_npu, extra: int = 0, steps: int = 3, prompt: int = 5) -> None:
+def paged(torch_npu, extra: int = 0, steps: int = 3, prompt: int = 5, atb: bool = False) -> None:
     """ND paged caches ``[blocks, block_size, N, D]`` written by slot (``npu_scatter_pa_kv_cache``,
-    ``cache_mode="Norm"``) and read as ``[blocks, block_size, H]`` through a block table whose blocks are
-    not in order; the two requests have different lengths and their own blocks."""
+    ``cache_mode="Norm"``, or with ``atb`` ATB's ``_npu_reshape_and_cache``, vllm-ascend's write) and read
+    as ``[blocks, block_size, H]`` through a block table whose blocks are not in order; the two requests
+    have different lengths and their own blocks."""
     generator = torch.Generator().manual_seed(2)
     k_cache, v_cache = torch.zeros(6, BLOCK, NKV, D), torch.zeros(6, BLOCK, NKV, D)
     table = torch.tensor([[4, 1, 3], [0, 5, 2]], dtype=torch.int32)
@@ -67,7 +70,8 @@ def paged(torch_npu, extra: int = 0, steps: int = 3, prompt: int = 5) -> None:
         positions = [list(range(n)) if step == 0 else [kv_lens[b]] for b, n in enumerate(tokens)]
         slots = torch.tensor([int(table[b, p // BLOCK]) * BLOCK + p % BLOCK for b in range(B) for p in positions[b]])
         k, v = (torch.randn(len(slots), NKV, D, generator=generator) for _ in range(2))
-        torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots, cache_mode="Norm")  # paged write
+        write = torch_npu._npu_reshape_and_cache if atb else partial(torch_npu.npu_scatter_pa_kv_cache, cache_mode="Norm")
+        write(k, v, k_cache, v_cache, slots)  # paged write
         if step > 0:
             kv_lens = [n + 1 for n in kv_lens]
         q = torch.randn(B, 1, NQ * D, generator=generator)

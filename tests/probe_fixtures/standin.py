@@ -83,6 +83,7 @@ class Attention:
             scatter_update=scatter_update,
             npu_scatter_nd_update_=npu_scatter_nd_update_,
             npu_scatter_pa_kv_cache=npu_scatter_pa_kv_cache,
+            _npu_reshape_and_cache=_npu_reshape_and_cache,
         )
 
 
@@ -109,3 +110,9 @@ def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *,
     for tokens, cache in ((key, key_cache), (value, value_cache)):
         rows = tokens.reshape(tokens.shape[0], *cache.shape[2:])[kept]
         cache.view(-1, *cache.shape[2:])[slot_mapping[kept].long()] = rows
+
+
+def _npu_reshape_and_cache(key, value, key_cache, value_cache, slot_indices):
+    """ATB's write, the ND semantics of its public golden (KVC-C32): ``npu_scatter_pa_kv_cache`` with
+    ``cache_mode="Norm"``."""
+    npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_indices, cache_mode="Norm")
