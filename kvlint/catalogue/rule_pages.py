@@ -70,6 +70,31 @@ SHAPE_TESTS = ("Shape tests compute no numbers and are not reported: calls in th
                "whose query is a meta tensor on every path (`device=\"meta\"`, `.to(\"meta\")`).")
 """The shape-test exemption of the rules whose only point is a default value."""
 
+def _decode_example(lengths: str) -> str:
+    """KVL509's and KVL510's example: a decode loop that writes each new token at ``kv_len`` and passes
+    ``actual_seq_lengths_kv=[lengths]``."""
+    return _PROBE_HEADER + (
+        'B, N, D = 1, 2, 16\n'
+        'k_cache, v_cache = torch.zeros(B, N, 64, D), torch.zeros(B, N, 64, D)\n'
+        '\n'
+        '\n'
+        'def decode_step(q, k, v, kv_len):\n'
+        '    start = torch.tensor([kv_len] * B)\n'
+        '    torch_npu.scatter_update_(k_cache, start, k, -2)  # the new token goes to position kv_len\n'
+        '    torch_npu.scatter_update_(v_cache, start, v, -2)\n'
+        '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+        '        q, k_cache, v_cache, num_heads=4, num_key_value_heads=N, input_layout="BNSD",\n'
+        f'        scale=D**-0.5, actual_seq_lengths_kv=[{lengths}] * B,\n'
+        '    )\n'
+        '    return out\n'
+        '\n'
+        '\n'
+        'torch.manual_seed(0)\n'
+        'for kv_len in range(3):\n'
+        '    decode_step(torch.randn(B, 4, 1, D), torch.randn(B, N, 1, D), torch.randn(B, N, 1, D), kv_len)\n'
+    )
+
+
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
         what="Reports a file that CPython itself refuses to compile, with the parser's reason and position. "
@@ -1210,46 +1235,8 @@ DOCS: dict[str, RuleDoc] = {
             'with actual_seq_lengths_kv=kv_len instead of kv_len + 1, so no token ever attends to itself and '
             "each step's keys lag one token behind. The output is plausible and wrong."
         ),
-        bad=_PROBE_HEADER + (
-            'B, N, D = 1, 2, 16\n'
-            'k_cache, v_cache = torch.zeros(B, N, 64, D), torch.zeros(B, N, 64, D)\n'
-            '\n'
-            '\n'
-            'def decode_step(q, k, v, kv_len):\n'
-            '    start = torch.tensor([kv_len] * B)\n'
-            '    torch_npu.scatter_update_(k_cache, start, k, -2)  # the new token goes to position kv_len\n'
-            '    torch_npu.scatter_update_(v_cache, start, v, -2)\n'
-            '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
-            '        q, k_cache, v_cache, num_heads=4, num_key_value_heads=N, input_layout="BNSD",\n'
-            '        scale=D**-0.5, actual_seq_lengths_kv=[kv_len] * B,\n'
-            '    )\n'
-            '    return out\n'
-            '\n'
-            '\n'
-            'torch.manual_seed(0)\n'
-            'for kv_len in range(3):\n'
-            '    decode_step(torch.randn(B, 4, 1, D), torch.randn(B, N, 1, D), torch.randn(B, N, 1, D), kv_len)\n'
-        ),
-        good=_PROBE_HEADER + (
-            'B, N, D = 1, 2, 16\n'
-            'k_cache, v_cache = torch.zeros(B, N, 64, D), torch.zeros(B, N, 64, D)\n'
-            '\n'
-            '\n'
-            'def decode_step(q, k, v, kv_len):\n'
-            '    start = torch.tensor([kv_len] * B)\n'
-            '    torch_npu.scatter_update_(k_cache, start, k, -2)  # the new token goes to position kv_len\n'
-            '    torch_npu.scatter_update_(v_cache, start, v, -2)\n'
-            '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
-            '        q, k_cache, v_cache, num_heads=4, num_key_value_heads=N, input_layout="BNSD",\n'
-            '        scale=D**-0.5, actual_seq_lengths_kv=[kv_len + 1] * B,\n'
-            '    )\n'
-            '    return out\n'
-            '\n'
-            '\n'
-            'torch.manual_seed(0)\n'
-            'for kv_len in range(3):\n'
-            '    decode_step(torch.randn(B, 4, 1, D), torch.randn(B, N, 1, D), torch.randn(B, N, 1, D), kv_len)\n'
-        ),
+        bad=_decode_example("kv_len"),
+        good=_decode_example("kv_len + 1"),
         output=(
             "kvlint-probe: example.py:12: KVL509 probe-written-slot-not-read: batch 0's token was written at "
             'position 1 in this step (scatter_update_ at example.py:10) but this call reads only position 0 '
@@ -1279,46 +1266,8 @@ DOCS: dict[str, RuleDoc] = {
             'It comes from lengths one or more tokens too long, or from writes that landed elsewhere '
             '(KVL505).'
         ),
-        bad=_PROBE_HEADER + (
-            'B, N, D = 1, 2, 16\n'
-            'k_cache, v_cache = torch.zeros(B, N, 64, D), torch.zeros(B, N, 64, D)\n'
-            '\n'
-            '\n'
-            'def decode_step(q, k, v, kv_len):\n'
-            '    start = torch.tensor([kv_len] * B)\n'
-            '    torch_npu.scatter_update_(k_cache, start, k, -2)  # the new token goes to position kv_len\n'
-            '    torch_npu.scatter_update_(v_cache, start, v, -2)\n'
-            '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
-            '        q, k_cache, v_cache, num_heads=4, num_key_value_heads=N, input_layout="BNSD",\n'
-            '        scale=D**-0.5, actual_seq_lengths_kv=[kv_len + 2] * B,\n'
-            '    )\n'
-            '    return out\n'
-            '\n'
-            '\n'
-            'torch.manual_seed(0)\n'
-            'for kv_len in range(3):\n'
-            '    decode_step(torch.randn(B, 4, 1, D), torch.randn(B, N, 1, D), torch.randn(B, N, 1, D), kv_len)\n'
-        ),
-        good=_PROBE_HEADER + (
-            'B, N, D = 1, 2, 16\n'
-            'k_cache, v_cache = torch.zeros(B, N, 64, D), torch.zeros(B, N, 64, D)\n'
-            '\n'
-            '\n'
-            'def decode_step(q, k, v, kv_len):\n'
-            '    start = torch.tensor([kv_len] * B)\n'
-            '    torch_npu.scatter_update_(k_cache, start, k, -2)  # the new token goes to position kv_len\n'
-            '    torch_npu.scatter_update_(v_cache, start, v, -2)\n'
-            '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
-            '        q, k_cache, v_cache, num_heads=4, num_key_value_heads=N, input_layout="BNSD",\n'
-            '        scale=D**-0.5, actual_seq_lengths_kv=[kv_len + 1] * B,\n'
-            '    )\n'
-            '    return out\n'
-            '\n'
-            '\n'
-            'torch.manual_seed(0)\n'
-            'for kv_len in range(3):\n'
-            '    decode_step(torch.randn(B, 4, 1, D), torch.randn(B, N, 1, D), torch.randn(B, N, 1, D), kv_len)\n'
-        ),
+        bad=_decode_example("kv_len + 2"),
+        good=_decode_example("kv_len + 1"),
         output=(
             'kvlint-probe: example.py:12: KVL510 probe-read-slot-not-written: batch 0 reads position 1 of its'
             ' key cache, whose rows are all zero and were not written in this step: never written since the '
