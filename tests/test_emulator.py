@@ -17,6 +17,7 @@ from kvlint.runtime_probe.reference import operators as reference
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kvlint.catalogue import operators
+from kvlint.catalogue.schemas import SCHEMAS
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 
@@ -37,12 +38,12 @@ def test_install_registers_every_schema_verbatim_and_is_idempotent(torch_npu: ty
     import torch_npu as imported
 
     assert imported is torch_npu is emulator.install() and emulator.is_installed()
-    assert len(operators.OVERLOADS) == 17
+    assert len(operators.OVERLOADS) == len(SCHEMAS)
     for op in operators.OVERLOADS.values():
-        registered = getattr(getattr(torch.ops.npu, op.name), op.overload)._schema
-        assert str(registered) == str(torch._C.parse_schema(f"npu::{op.schema}"))
-    for name in operators.OPERATORS:
-        assert getattr(torch_npu, name) is getattr(torch.ops.npu, name)
+        registered = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload)._schema
+        assert str(registered) == str(torch._C.parse_schema(f"{op.namespace}::{op.definition}"))
+        assert getattr(torch_npu, op.name) is getattr(getattr(torch.ops, op.namespace), op.name)
+    assert torch_npu._npu_paged_attention is torch.ops.atb._npu_paged_attention
 
 
 @pytest.mark.parametrize(
@@ -115,10 +116,12 @@ def test_cache_writes_equal_the_reference(torch_npu: types.ModuleType) -> None:
     assert torch_npu.npu_scatter_nd_update_(table, indices, rows) is table and torch.equal(table, want)
 
 
-def test_operators_without_a_reference_raise_naming_the_operator(torch_npu: types.ModuleType) -> None:
-    q = bsh()
-    with pytest.raises(NotImplementedError, match="npu_fusion_attention"):
-        torch_npu.npu_fusion_attention(q, q, q, 4, "BSH")
+def test_quantisation_operators_raise_naming_the_operator_and_argument(torch_npu: types.ModuleType) -> None:
+    x = torch.randint(-8, 8, (4, 16), dtype=torch.int8)
+    with pytest.raises(NotImplementedError, match="npu_quant_matmul: quantising 'x1'"):
+        torch_npu.npu_quant_matmul(x, x.t(), torch.ones(16))
+    with pytest.raises(NotImplementedError, match="npu_dynamic_quant: quantising 'input'"):
+        torch_npu.npu_dynamic_quant(torch.randn(4, 16))
 
 
 def test_refuses_to_shadow_an_imported_torch_npu(torch_npu: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:

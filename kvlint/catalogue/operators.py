@@ -41,10 +41,17 @@ class Operator:
     params: tuple[Param, ...]
     returns: tuple[str, ...]
     schema: str
+    namespace: str = "npu"
+    """``npu`` for torch_npu's own operators, ``atb`` for the ATB library's (their schemas say ``atb::``)."""
 
     @property
     def qualified(self) -> str:
         return self.name if self.overload == "default" else f"{self.name}.{self.overload}"
+
+    @property
+    def definition(self) -> str:
+        """The schema without its namespace prefix, as ``torch.library.Library(namespace).define`` takes it."""
+        return self.schema.removeprefix(f"{self.namespace}::")
 
     @property
     def positional(self) -> tuple[Param, ...]:
@@ -58,8 +65,12 @@ class Operator:
         return tuple(p.name for p in self.params)
 
 
-_SCHEMA = re.compile(r"^(?P<name>\w+)(?:\.(?P<overload>\w+))?\((?P<args>.*)\)\s*->\s*(?P<returns>.*)$")
+_SCHEMA = re.compile(
+    r"^(?:(?P<namespace>\w+)::)?(?P<name>\w+)(?:\.(?P<overload>\w+))?\((?P<args>.*)\)\s*->\s*(?P<returns>.*)$"
+)
 _PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
+_SPACED = re.compile(r"\s+(\?)|\s*(=)\s*")
+"""Spaces around ``?`` and ``=`` that some ATB schemas have (``int ? kernel_type = 0``)."""
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -99,7 +110,7 @@ def parse_schema(schema: str) -> Operator:
         if item == "*":
             kw_only = True
             continue
-        part = _PARAM.match(item)
+        part = _PARAM.match(_SPACED.sub(lambda m: m[1] or m[2], item))
         if part is None:
             raise ValueError(f"cannot parse parameter {item!r} of {schema!r}")
         default = NO_DEFAULT if part["default"] is None else _parse_default(part["default"])
@@ -113,6 +124,7 @@ def parse_schema(schema: str) -> Operator:
         params=tuple(params),
         returns=tuple(_split_top_level(returns)),
         schema=schema,
+        namespace=match["namespace"] or "npu",
     )
 
 

@@ -1,45 +1,55 @@
-"""CPU emulator of torch_npu: the ``npu`` operators registered with ``torch.library``, and a ``torch_npu``
-module that exposes them, so NPU model code runs and is tested on machines without an NPU.
+"""CPU emulator of torch_npu: the ``npu`` device, the operators registered with ``torch.library``, a
+``torch_npu`` module that exposes them and a ``torchair`` package, so NPU model code runs and is tested on
+machines without an NPU.
 
 The operators are defined from the verbatim schema strings of ``kvlint.catalogue.schemas``, so the dispatcher
 accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads`` on FIA v1 raises
-``RuntimeError``). Each operator family has its module, with CPU kernels from the float32 reference
-(``kvlint.runtime_probe.reference``) and fake kernels that give the output shapes, so ``torch.compile``
-and FakeTensor tracing work: ``attention`` (FIA v1/v2, IFA, PFA) and ``kv_cache`` (the cache writes).
-Operators without a kernel raise ``NotImplementedError`` naming the operator. A real torch_npu is never
-shadowed.
+``RuntimeError``). One module per family, each with CPU kernels from the float32 reference
+(``kvlint.runtime_probe.reference``) and fake kernels that give the meta kernels' shapes and dtypes, so
+``torch.compile`` and FakeTensor tracing work:
+
+- ``device``: ``npu`` as a device whose tensors live in CPU memory, ``torch.npu`` (``npu``), ``hccl``;
+- ``torchair``: the graph compiler's entry points, compiling on the CPU;
+- ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
+  writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats).
+
+Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
+the operator. A real torch_npu or torchair is never shadowed.
 
 Imports: torch, ``kvlint.catalogue`` and the reference. Never the probe.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import sys
 import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import attention, kv_cache
+from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, moe, norms, npu, rope, torchair
 
 from kvlint.catalogue import operators
 
-NAMESPACE = "npu"
 MODULE_NAME = "torch_npu"
 MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
+FAMILIES = (attention, kv_cache, norms, rope, moe, formats)
+VERSION = f"{torch.__version__.split('+')[0]}+kvlint.emulator"
+"""``torch_npu.__version__``: torch_npu versions follow torch's; the local part says it is emulated."""
 
-_library: torch.library.Library | None = None
+_libraries: dict[str, torch.library.Library] | None = None
 
 
 def is_installed() -> bool:
     """True once ``install()`` has registered the operators in this process."""
-    return _library is not None
+    return _libraries is not None
 
 
 def install() -> types.ModuleType:
-    """Register the operators (once) and make ``import torch_npu`` return the emulated module."""
-    global _library
+    """Register the operators (once) and make ``import torch_npu`` (and ``import torchair``) give the
+    emulated modules."""
+    global _libraries
     present = sys.modules.get(MODULE_NAME)
     if present is not None and not getattr(present, MARKER, False):
         raise RuntimeError(
@@ -47,58 +57,81 @@ def install() -> types.ModuleType:
             "emulator does not shadow a real torch_npu (unset KVLINT_EMULATE)"
         )
     if present is None:
-        spec = importlib.util.find_spec(MODULE_NAME)
+        spec = importlib.machinery.PathFinder.find_spec(MODULE_NAME)
         if spec is not None:
             raise RuntimeError(
                 f"a real torch_npu is installed at {spec.origin!r}; the kvlint emulator does not shadow it "
                 "(unset KVLINT_EMULATE)"
             )
-    if _library is None:
-        _library = _register()
+    if _libraries is None:
+        device.install()
+        _libraries = _register()
     if present is None:
-        sys.modules[MODULE_NAME] = present = _module()
+        present = _module()
+        sys.modules[MODULE_NAME] = present
+        sys.modules[f"{MODULE_NAME}.npu"] = npu
+    torchair.install()
     return present
 
 
-def _register() -> torch.library.Library:
-    taken = [name for name in operators.OPERATORS if hasattr(getattr(torch.ops, NAMESPACE), name)]
+def _register() -> dict[str, torch.library.Library]:
+    taken = [f"{op.namespace}::{op.name}" for op in operators.OVERLOADS.values()
+             if hasattr(getattr(torch.ops, op.namespace), op.name)]  # fmt: skip
     if taken:
-        raise RuntimeError(
-            f"{NAMESPACE}::{taken[0]} is already registered (by torch_npu or another library); "
-            "the kvlint emulator does not replace it"
-        )
-    library = torch.library.Library(NAMESPACE, "DEF")
+        raise RuntimeError(f"{taken[0]} is already registered (by torch_npu or another library); the kvlint "
+                           "emulator does not replace it")  # fmt: skip
+    libraries: dict[str, torch.library.Library] = {}
     for op in operators.OVERLOADS.values():
-        library.define(op.schema)
+        library = libraries.get(op.namespace) or libraries.setdefault(op.namespace, torch.library.Library(op.namespace, "DEF"))
+        library.define(op.definition)
         kernel, fake = _kernels(op)
         library.impl(op.qualified, kernel, "CPU")
-        if op.name in kv_cache.FUNCTIONAL_FORM:
-            library.impl(op.qualified, kv_cache.decomposed(kv_cache.FUNCTIONAL_FORM[op.name], NAMESPACE),
-                         "CompositeImplicitAutograd")
+        functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)
+        if functional is not None:
+            library.impl(op.qualified, kv_cache.decomposed(functional, op.namespace), "CompositeImplicitAutograd")
         else:
-            torch.library.register_fake(f"{NAMESPACE}::{op.qualified}", fake, lib=library)
-    return library
+            torch.library.register_fake(f"{op.namespace}::{op.qualified}", fake, lib=library)
+    return libraries
 
 
 def _module() -> types.ModuleType:
-    """A ``torch_npu`` whose operator attributes are the ``torch.ops.npu`` packets themselves."""
+    """A ``torch_npu`` whose operator attributes are the ``torch.ops`` packets themselves, with the device
+    module as ``torch_npu.npu``."""
     module = types.ModuleType(MODULE_NAME, "CPU emulation of torch_npu by kvlint (KVLINT_EMULATE=1).")
+    module.__spec__ = importlib.machinery.ModuleSpec(MODULE_NAME, None, origin=__file__, is_package=True)
+    module.__path__ = []
+    module.__version__ = VERSION
     setattr(module, MARKER, True)
-    for name in operators.OPERATORS:
-        setattr(module, name, getattr(getattr(torch.ops, NAMESPACE), name))
+    module.npu = npu
+    module.Format = formats.Format
+    for op in operators.OVERLOADS.values():
+        setattr(module, op.name, getattr(getattr(torch.ops, op.namespace), op.name))
     return module
 
 
 def _kernels(op: operators.Operator) -> tuple[Callable[..., object], Callable[..., object]]:
     """(CPU kernel, fake kernel) of one overload, from the family module that implements it."""
-    found = attention.kernels(op) or kv_cache.kernels(op)
-    if found is None:
-        return _unimplemented(op), _unimplemented(op)
-    return found
+    for family in FAMILIES:
+        found = family.kernels(op)
+        if found is not None:
+            return found
+    return _unimplemented(op), _unimplemented(op)
+
+
+QUANTISATION = frozenset({"npu_dynamic_quant", "npu_quant_matmul", "npu_weight_quant_batchmatmul",
+                          "npu_dequant_swiglu_quant", "npu_add_rms_norm_quant"})  # fmt: skip
+"""Quantisation operators: registered (the dispatcher checks their calls) but not computed."""
 
 
 def _unimplemented(op: operators.Operator) -> Callable[..., object]:
+    if op.name in QUANTISATION:
+        quantised = op.params[0].name
+        message = (f"torch_npu.{op.qualified}: quantising {quantised!r} is not implemented by the kvlint emulator "
+                   "(quantisation operators are not emulated; run the unquantised model)")  # fmt: skip
+    else:
+        message = f"the kvlint emulator has no implementation of torch_npu.{op.qualified}"
+
     def kernel(*args: object, **kwargs: object) -> object:
-        raise NotImplementedError(f"the kvlint emulator has no implementation of torch_npu.{op.qualified}")
+        raise NotImplementedError(message)
 
     return kernel
