@@ -183,13 +183,15 @@ def paged_reader(
     """Reader that gathers only the blocks covering [start, stop) of a (blocks, N, bs, D) cache view (or the
     (blocks, N, bs, D / c0, c0) view of an NZ cache)."""
 
+
     def read(batch: int, start: int, stop: int) -> torch.Tensor:
         first, last = start // block_size, (stop - 1) // block_size
         ids = block_table[batch, first : last + 1].to(device=cache.device, dtype=torch.long)
-        blocks = cache[ids]
+        blocks = cache.new_empty((cache.shape[1], len(ids), *cache.shape[2:]))
+        torch.index_select(cache, 0, ids, out=blocks.transpose(0, 1))  # one copy, heads first
         if blocks.dim() == 5:
             blocks = blocks.flatten(-2)
-        blocks = blocks.transpose(0, 1).flatten(1, 2)
+        blocks = blocks.flatten(1, 2)
         offset = first * block_size
         return _convert(blocks[:, start - offset : stop - offset], dtype, params, batch, start)
 
