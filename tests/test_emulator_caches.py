@@ -67,9 +67,17 @@ def test_reshape_and_cache_uses_nz_only_when_both_caches_are_nz(torch_npu: types
     torch_npu._npu_reshape_and_cache(key, value, nz_key, nz_value, slots)
     # NZ: feature h of the token at (block b, offset o) is [b, h // 16, o, h % 16]
     assert torch.equal(nz_key[1, :, 2].reshape(-1), key[1].reshape(-1))
-    nd_key = torch.zeros(2, 2, BLOCK, 16, dtype=torch.float16)
+    nd_key = torch_npu.npu_format_cast(torch.zeros(2, 2, BLOCK, 16, dtype=torch.float16), 2)
     torch_npu._npu_reshape_and_cache(key, value, nd_key, nz_value, slots)
     assert torch.equal(nd_key.view(-1, 32)[18], key[1].reshape(-1))
+    # no recorded format (a copy under torch.compile): the NZ shape [blocks, H/16, bs, 16] says NZ, the ND
+    # shape [blocks, bs, N, D] says ND
+    copies = torch.zeros(2, 2, BLOCK, 16, dtype=torch.float16), torch.zeros(2, 2, BLOCK, 16, dtype=torch.float16)
+    torch_npu._npu_reshape_and_cache(key, value, *copies, slots)
+    assert torch.equal(copies[0], nz_key)
+    nd_shaped = torch.zeros(2, BLOCK, 2, 16, dtype=torch.float16), torch.zeros(2, BLOCK, 2, 16, dtype=torch.float16)
+    torch_npu._npu_reshape_and_cache(key, value, *nd_shaped, slots)
+    assert torch.equal(nd_shaped[0][1, 2], key[1])
 
 
 def test_scatter_update_with_row_and_start_pairs(torch_npu: types.ModuleType) -> None:
@@ -275,3 +283,34 @@ def test_fake_attention_gives_int8_with_an_output_quantisation_scale(torch_npu: 
     with pytest.raises(NotImplementedError, match="quant_scale2"):
         torch_npu.npu_fused_infer_attention_score(q, kv, kv, num_heads=HEADS, num_key_value_heads=KV_HEADS,
                                                   quant_scale2=torch.ones(1))  # fmt: skip
+
+
+def test_mla_prolog_v3_against_its_formula(torch_npu: types.ModuleType) -> None:
+    tokens, hidden, q_rank, heads, nope, rope, latent = 3, 32, 16, 2, 16, 64, 32
+    weights = [rand(*shape, dtype=torch.bfloat16, seed=s) * 0.2 for s, shape in
+               enumerate([(hidden, q_rank), (q_rank, heads * (nope + rope)), (heads, nope, latent), (hidden, latent + rope)])]  # fmt: skip
+    gamma_q, gamma_kv = torch.ones(q_rank, dtype=torch.bfloat16), torch.ones(latent, dtype=torch.bfloat16)
+    x = rand(tokens, hidden, dtype=torch.bfloat16, seed=9)
+    cos, sin = rand(tokens, rope, dtype=torch.bfloat16, seed=10), rand(tokens, rope, dtype=torch.bfloat16, seed=11)
+    kv_cache, kr_cache = torch.zeros(2, BLOCK, 1, latent, dtype=torch.bfloat16), torch.zeros(2, BLOCK, 1, rope, dtype=torch.bfloat16)
+    slots = torch.tensor([3, 17, 30])
+    query, query_rope, *_ = torch_npu.npu_mla_prolog_v3(x, *weights[:2], weights[2], weights[3], gamma_q, gamma_kv, sin, cos,
+                                                        kv_cache, kr_cache, cache_index=slots)  # fmt: skip
+
+    def interleave_half(t: torch.Tensor) -> torch.Tensor:
+        q = torch.cat([t[..., ::2], t[..., 1::2]], -1)
+        half = q.shape[-1] // 2
+        return q * cos.float()[:, None] + torch.cat([-q[..., half:], q[..., :half]], -1) * sin.float()[:, None]
+
+    w_dq, w_uq, w_uk, w_dkv = (w.float() for w in weights)
+    c_q = torch.nn.functional.rms_norm(x.float() @ w_dq, (q_rank,), eps=1e-5)
+    q = (c_q @ w_uq).view(tokens, heads, nope + rope)
+    kv = x.float() @ w_dkv
+    assert torch.allclose(query.float(), torch.einsum("tnd,ndc->tnc", q[..., :nope], w_uk), atol=2e-2, rtol=2e-2)
+    assert torch.allclose(query_rope.float(), interleave_half(q[..., nope:]), atol=2e-2, rtol=2e-2)
+    c_kv = torch.nn.functional.rms_norm(kv[:, :latent], (latent,), eps=1e-5)
+    assert torch.allclose(kv_cache.view(-1, latent)[slots].float(), c_kv, atol=2e-2, rtol=2e-2)
+    assert torch.allclose(kr_cache.view(-1, rope)[slots].float(), interleave_half(kv[:, None, latent:])[:, 0], atol=2e-2, rtol=2e-2)
+    with pytest.raises(NotImplementedError, match="weight_quant_mode"):
+        torch_npu.npu_mla_prolog_v3(x, *weights, gamma_q, gamma_kv, sin, cos, kv_cache, kr_cache, cache_index=slots,
+                                    weight_quant_mode=2)  # fmt: skip

@@ -143,3 +143,13 @@ def test_compiled_code_mixes_npu_created_and_input_tensors(torch_npu: types.Modu
 
     x = torch.randn(4, 3)
     assert torch.allclose(torch.compile(step, backend="aot_eager", fullgraph=True)(x), step(x))
+
+
+def test_mixed_float_matmuls_compute_in_the_promoted_dtype(torch_npu: types.ModuleType) -> None:
+    """A bf16 activation times an fp32 router weight: the NPU accepts it, CPU aten alone would refuse."""
+    x, w = torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4, 5)
+    want = x.float() @ w
+    for got in (torch.matmul(x, w), x @ w, x.matmul(w), torch.mm(x, w), torch.bmm(x[None], w[None])[0]):
+        assert got.dtype == torch.float32 and torch.equal(got, want)
+    with pytest.raises(RuntimeError):
+        torch.matmul(torch.ones(2, 2, dtype=torch.int64), torch.ones(2, 2))

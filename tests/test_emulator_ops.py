@@ -230,3 +230,14 @@ def test_fake_kernels_give_the_real_shapes_and_dtypes(torch_npu: types.ModuleTyp
         return [(tuple(v.shape), v.dtype) for v in values]
 
     assert signature(fake) == signature(real)
+
+
+def test_transpose_batchmatmul(torch_npu: types.ModuleType) -> None:
+    """MLA's absorbed projection: (T, N, K) with perm_x1=[1, 0, 2] times (N, K, V) gives (T, N, V)."""
+    x, w = rand(5, 4, 16, dtype=torch.bfloat16), rand(4, 16, 8, dtype=torch.bfloat16, seed=1)
+    got = torch_npu.npu_transpose_batchmatmul(x, w, perm_x1=[1, 0, 2], perm_y=[1, 0, 2])
+    want = torch.einsum("tnk,nkv->tnv", x.float(), w.float())
+    assert got.shape == (5, 4, 8) and close(got, want, torch.bfloat16)
+    with FakeTensorMode() as mode:
+        fake = torch_npu.npu_transpose_batchmatmul(mode.from_tensor(x), mode.from_tensor(w), perm_x1=[1, 0, 2])
+    assert fake.shape == got.shape and fake.dtype == got.dtype

@@ -11,7 +11,8 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``device``: ``npu`` as a device whose tensors live in CPU memory, ``torch.npu`` (``npu``), ``hccl``;
 - ``torchair``: the graph compiler's entry points, compiling on the CPU;
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
-  writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats).
+  writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
+  ``mla`` (MLA preprocessing).
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
 the operator. A real torch_npu or torchair is never shadowed.
@@ -27,14 +28,14 @@ import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, moe, norms, npu, rope, torchair
+from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, mla, moe, norms, npu, rope, torchair
 
 from kvlint.catalogue import operators
 
 MODULE_NAME = "torch_npu"
 MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
-FAMILIES = (attention, kv_cache, norms, rope, moe, formats)
+FAMILIES = (attention, kv_cache, norms, rope, moe, formats, mla)
 VERSION = f"{torch.__version__.split('+')[0]}+kvlint.emulator"
 """``torch_npu.__version__``: torch_npu versions follow torch's; the local part says it is emulated."""
 
@@ -104,6 +105,8 @@ def _module() -> types.ModuleType:
     setattr(module, MARKER, True)
     module.npu = npu
     module.Format = formats.Format
+    module._C = types.ModuleType(f"{MODULE_NAME}._C", "torch_npu's C extension: what programs reach of it")
+    module._C._distributed_c10d = device.c10d_module()
     for op in operators.OVERLOADS.values():
         setattr(module, op.name, getattr(getattr(torch.ops, op.namespace), op.name))
     return module

@@ -143,11 +143,19 @@ def _fusion_fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, he
 
 
 # -- ATB --------------------------------------------------------------------------------------------------
+def _nz(query: torch.Tensor, out: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, num_heads: int,
+        num_kv_heads: int) -> bool:  # fmt: skip
+    """Whether the ATB paged operators read these caches as NZ (their recorded formats, or their shapes)."""
+    head = query.shape[-1] if query.dim() == 3 else query.shape[-1] // num_heads
+    value_head = out.shape[-1] if out.dim() == 3 else out.shape[-1] // num_heads
+    return formats.both_nz(key_cache, value_cache, num_kv_heads * head, num_kv_heads * value_head)
+
+
 def _paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, num_kv_heads: int,
                      num_heads: int, scale_value: float, block_table: torch.Tensor, context_lens: torch.Tensor,
                      out: torch.Tensor, *, workspace: torch.Tensor | None = None) -> None:  # fmt: skip
     atb.paged_attention(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value, block_table,
-                        context_lens, out, nz=formats.both_nz(key_cache, value_cache))  # fmt: skip
+                        context_lens, out, nz=_nz(query, out, key_cache, value_cache, num_heads, num_kv_heads))  # fmt: skip
 
 
 def _paged_attention_workspace(query: torch.Tensor, *args: object) -> torch.Tensor:
@@ -159,7 +167,7 @@ def _splitfuse(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.
                num_heads: int, scale_value: float, out: torch.Tensor) -> None:  # fmt: skip
     atb.paged_attention_splitfuse(query, key_cache, value_cache, block_table, context_lens, mask, seq_len,
                                   num_kv_heads, num_heads, scale_value, out,
-                                  nz=formats.both_nz(key_cache, value_cache))  # fmt: skip
+                                  nz=_nz(query, out, key_cache, value_cache, num_heads, num_kv_heads))  # fmt: skip
 
 
 def _splitfuse_v2(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
@@ -171,7 +179,7 @@ def _splitfuse_v2(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
                          "causal mask) is supported (docs/operators/atb_attention.md#atb-c4)")  # fmt: skip
     atb.paged_attention_splitfuse(query, key_cache, value_cache, block_table, context_lens, None, seq_len,
                                   num_kv_heads, num_heads, scale_value, out,
-                                  nz=formats.both_nz(key_cache, value_cache))  # fmt: skip
+                                  nz=_nz(query, out, key_cache, value_cache, num_heads, num_kv_heads))  # fmt: skip
 
 
 def _flash_attention_v3(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,

@@ -18,16 +18,24 @@ program:
 - ``pin_memory=True`` and ``x.pin_memory()`` work: host memory counts as pinned, ``pin_memory()``
   returns the tensor itself and ``is_pinned()`` is True;
 - under ``torch.compile`` (fake tensors) a tensor created with ``device="npu"`` is a CPU tensor too, so
-  graphs mix them with their inputs as eager code does.
+  graphs mix them with their inputs as eager code does;
+- ``torch.matmul`` / ``mm`` / ``bmm`` / ``@`` of two floating-point tensors of different dtypes (a bf16
+  activation times an fp32 router weight) compute in the promoted dtype, as the NPU accepts them; CPU aten
+  would refuse them.
 
 ``torch.npu`` is the module ``npu.py`` (registered as the device module, also ``torch_npu.npu``). The
-``hccl`` backend of ``torch.distributed`` is gloo, for several processes on one machine.
+``hccl`` backend of ``torch.distributed`` is gloo, for several processes on one machine: its groups are
+gloo groups that also name their communicator (``get_hccl_comm_name``, added to gloo's groups), and
+``torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options`` is accepted (and ignored).
 """
 
 from __future__ import annotations
 
+import functools
+import types
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed
@@ -63,6 +71,7 @@ def install() -> None:
         _library = _allocation_kernels()
     _generators_on_cpu()
     _fake_tensors_on_cpu()
+    _mixed_float_matmuls()
     _hccl_is_gloo()
     _installed = True
 
@@ -162,12 +171,59 @@ def _fake_tensors_on_cpu() -> None:
     FakeTensor._normalize_fake_device = staticmethod(normalize)
 
 
-def _gloo(store: torch.distributed.Store, rank: int, size: int, timeout: object) -> object:
-    return torch.distributed.ProcessGroupGloo(store, rank, size, timeout)
+def _promoting(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def call(input: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
+        if (isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dtype != other.dtype
+                and input.is_floating_point() and other.is_floating_point()):  # fmt: skip
+            dtype = torch.promote_types(input.dtype, other.dtype)
+            input, other = input.to(dtype), other.to(dtype)
+        return function(input, other, *args, **kwargs)
+
+    call.__kvlint_emulator__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def _mixed_float_matmuls() -> None:
+    """Matrix products of mixed floating-point dtypes compute in the promoted dtype (the NPU accepts them)."""
+    for owner, name in ((torch, "matmul"), (torch, "mm"), (torch, "bmm"), (torch.Tensor, "matmul"),
+                        (torch.Tensor, "__matmul__"), (torch.Tensor, "mm"), (torch.Tensor, "bmm")):  # fmt: skip
+        function = getattr(owner, name)
+        if not getattr(function, "__kvlint_emulator__", False):
+            setattr(owner, name, _promoting(function))
+
+
+class HcclOptions:
+    """``torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options``: programs fill ``hccl_config``; gloo ignores it."""
+
+    def __init__(self) -> None:
+        self.hccl_config: dict[str, object] = {}
+        self.global_ranks_in_group: list[int] = []
+        self.group_id = ""
+
+
+def _hccl_comm_name(self: object, rank: int, init_comm: bool = True) -> str:
+    """``get_hccl_comm_name`` of a group's backend (the name the MoE dispatch/combine operators take)."""
+    return f"kvlint-gloo-{self.size()}"  # type: ignore[attr-defined]
+
+
+def _process_group_hccl() -> type:
+    """The ``hccl`` backend: gloo, whose groups also answer ``get_hccl_comm_name`` and accept HCCL options."""
+    gloo = torch.distributed.ProcessGroupGloo
+    if not hasattr(gloo, "get_hccl_comm_name"):
+        gloo.get_hccl_comm_name = _hccl_comm_name
+    return gloo
+
+
+def c10d_module() -> types.ModuleType:
+    """``torch_npu._C._distributed_c10d``, with ``ProcessGroupHCCL`` (and its ``Options``)."""
+    module = types.ModuleType("torch_npu._C._distributed_c10d", "HCCL process groups on the CPU (gloo)")
+    module.ProcessGroupHCCL = types.SimpleNamespace(Options=HcclOptions)
+    return module
 
 
 def _hccl_is_gloo() -> None:
     """``init_process_group("hccl")`` creates a gloo group (CPU tensors, processes on one machine)."""
     if not torch.distributed.is_available() or "hccl" in torch.distributed.Backend.backend_list:
         return
-    torch.distributed.Backend.register_backend("hccl", _gloo, devices=["cpu", NAME])
+    torch.distributed.Backend.register_backend("hccl", _process_group_hccl(), devices=["cpu", NAME])

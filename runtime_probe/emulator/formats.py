@@ -11,10 +11,12 @@ the tensor (``npu_format_cast_``). A storage that is freed and reallocated does 
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from kvlint.runtime_probe.reference.paged import nz_c0
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from kvlint.catalogue import operators
@@ -48,13 +50,19 @@ FUNCTIONAL_FORM = {"npu_format_cast_": "npu_format_cast"}
 """The in-place cast, under tracing: the out-of-place cast, then ``copy_``."""
 
 
-def format_of(tensor: torch.Tensor) -> int:
-    """The recorded format of ``tensor``'s storage; ND when none was recorded."""
+def recorded(tensor: torch.Tensor) -> int | None:
+    """The format recorded for ``tensor``'s storage, or None when no cast recorded one."""
     storage = tensor.untyped_storage()
     entry = _formats.get(storage.data_ptr())
     if entry is None or entry[0].expired() or entry[0].cdata != StorageWeakRef(storage).cdata:
-        return int(Format.ND)
+        return None
     return entry[1]
+
+
+def format_of(tensor: torch.Tensor) -> int:
+    """The recorded format of ``tensor``'s storage; ND when none was recorded."""
+    found = recorded(tensor)
+    return int(Format.ND) if found is None else found
 
 
 def _record(tensor: torch.Tensor, acl_format: int) -> None:
@@ -66,9 +74,23 @@ def _record(tensor: torch.Tensor, acl_format: int) -> None:
         del _formats[address]
 
 
-def both_nz(*caches: torch.Tensor) -> bool:
-    """True when every cache is FRACTAL_NZ (the ATB operators use their NZ configuration only then)."""
-    return all(format_of(cache) == Format.FRACTAL_NZ for cache in caches)
+def cache_is_nz(cache: torch.Tensor, features: int) -> bool:
+    """Whether a paged cache of ``features`` elements per token is NZ: its recorded format, or, when none is
+    recorded, its shape. Under ``torch.compile`` an operator that writes a cache receives a copy whose format
+    is not recorded; ``[blocks, features / c0, block_size, c0]`` is then NZ, unless the shape also reads as the
+    ND ``[blocks, block_size, heads, head_dim]``."""
+    found = recorded(cache)
+    if found is not None:
+        return found == Format.FRACTAL_NZ
+    c0 = nz_c0(cache.dtype)
+    nz_shaped = cache.dim() == 4 and cache.shape[-1] == c0 and cache.shape[1] * c0 == features
+    nd_shaped = cache.dim() >= 3 and math.prod(cache.shape[2:]) == features
+    return nz_shaped and not nd_shaped
+
+
+def both_nz(key_cache: torch.Tensor, value_cache: torch.Tensor, key_features: int, value_features: int) -> bool:
+    """True when both caches are FRACTAL_NZ (the ATB operators use their NZ configuration only then)."""
+    return cache_is_nz(key_cache, key_features) and cache_is_nz(value_cache, value_features)
 
 
 def _check_dtypes(customize_dtype: int | None, input_dtype: int | None) -> None:

@@ -46,8 +46,9 @@ def decomposed(functional: str, namespace: str) -> Callable[..., torch.Tensor]:
 def _reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                        slot_indices: torch.Tensor) -> None:  # fmt: skip
     """The NZ configuration only when both caches are NZ (``docs/operators/kv_cache_writes.md#kvc-c31``)."""
+    features = key.shape[-2] * key.shape[-1], value.shape[-2] * value.shape[-1]
     cache_writes.reshape_and_cache(key, value, key_cache, value_cache, slot_indices,
-                                   nz=formats.both_nz(key_cache, value_cache))  # fmt: skip
+                                   nz=formats.both_nz(key_cache, value_cache, *features))  # fmt: skip
 
 
 def _scatter_pa_kv_cache_functional(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,

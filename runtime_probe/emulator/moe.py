@@ -1,6 +1,7 @@
 """MoE operators of the emulator: gating (``npu_moe_gating_top_k(_softmax)``), routing
 (``npu_moe_init_routing(_v2)``, ``npu_moe_compute_expert_tokens``, ``npu_moe_finalize_routing``), the expert
-FFN (``npu_grouped_matmul``, ``npu_swiglu``) and ``npu_prefetch`` (a no-op: there is no cache to warm).
+FFN (``npu_grouped_matmul``, ``npu_swiglu``), ``npu_transpose_batchmatmul`` (MLA's batched projections) and
+``npu_prefetch`` (a no-op: there is no cache to warm).
 
 Fake kernels give the meta kernels' shapes and dtypes (expert ids and row indices int32, token counts
 int64, the routing scale float32).
@@ -95,6 +96,13 @@ def _swiglu_fake(input: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return input.new_empty(shape)
 
 
+def _transpose_batchmatmul_fake(input: torch.Tensor, weight: torch.Tensor, *, perm_x1: Any = None,
+                                perm_x2: Any = None, **keywords: Any) -> torch.Tensor:  # fmt: skip
+    perm_x1, perm_x2 = list(perm_x1 or (0, 1, 2)), list(perm_x2 or (0, 1, 2))
+    rows, batch, n = input.shape[perm_x1.index(1)], input.shape[perm_x1.index(0)], weight.shape[perm_x2.index(2)]
+    return input.new_empty((rows, batch, n))
+
+
 def _prefetch(input: torch.Tensor, dependency: torch.Tensor | None, max_size: int, offset: int = 0) -> None:
     """Prefetching weights into the device's L2 cache: nothing to do on a CPU."""
 
@@ -111,6 +119,7 @@ KERNELS: dict[str, Kernels] = {
     "npu_moe_finalize_routing": (moe.finalize_routing, _finalize_fake),
     "npu_grouped_matmul": (_grouped_matmul, _grouped_matmul_fake),
     "npu_prefetch": (_prefetch, _prefetch),
+    "npu_transpose_batchmatmul": (moe.transpose_batchmatmul, _transpose_batchmatmul_fake),
 }  # fmt: skip
 
 

@@ -256,6 +256,13 @@ class Event:
         return (end_event.time - self.time) * 1000.0
 
 
+class ExternalEvent(Event):
+    """``torch.npu.ExternalEvent`` (recorded and waited on across graph captures): an ``Event`` that can be reset."""
+
+    def reset(self, stream: Stream | None = None) -> None:
+        self.time = None
+
+
 class Stream:
     """A stream handle; work submitted to it has already run."""
 

@@ -1,6 +1,6 @@
 """Mixture-of-experts routing and the expert FFN: gating top-k, init routing (token permutation), the
-grouped matmul, SwiGLU and finalize routing (token un-permutation and weighted sum)
-(``docs/semantics.md#sem-13``).
+grouped matmul, SwiGLU and finalize routing (token un-permutation and weighted sum); and the batched
+``npu_transpose_batchmatmul`` that MLA attention uses around it (``docs/semantics.md#sem-13``).
 
 Conventions shared by the family, for ``N`` tokens each routed to ``K`` experts:
 
@@ -298,3 +298,23 @@ def grouped_matmul(x: Sequence[torch.Tensor], weight: Sequence[torch.Tensor], *,
     if split_item in (2, 3) and len(outputs) > 1:
         outputs = [torch.cat(outputs)]
     return [y.to(dtype) for y in outputs]
+
+
+@torch.no_grad()
+def transpose_batchmatmul(input: torch.Tensor, weight: torch.Tensor, *, bias: torch.Tensor | None = None,
+                          scale: torch.Tensor | None = None, perm_x1: Sequence[int] | None = None,
+                          perm_x2: Sequence[int] | None = None, perm_y: Sequence[int] | None = None,
+                          batch_split_factor: int | None = 1) -> torch.Tensor:  # fmt: skip
+    """``npu_transpose_batchmatmul``: ``(input.permute(perm_x1) @ weight.permute(perm_x2)).permute(perm_y)``,
+    batch axis first after the input permutations; the default output is ``(M, B, N)``."""
+    op = "npu_transpose_batchmatmul"
+    _reject(op, bias=bias, scale=scale)
+    if (batch_split_factor or 1) != 1:
+        raise _not_implemented(op, "batch_split_factor", batch_split_factor)
+    perm_x1, perm_x2, perm_y = list(perm_x1 or (0, 1, 2)), list(perm_x2 or (0, 1, 2)), list(perm_y or (1, 0, 2))
+    if input.dim() != 3 or weight.dim() != 3:
+        raise ValueError(f"{op}: input {tuple(input.shape)} and weight {tuple(weight.shape)} must be 3-D")
+    a, w = input.float().permute(*perm_x1), weight.float().permute(*perm_x2)
+    if a.shape[0] != w.shape[0] or a.shape[2] != w.shape[1]:
+        raise ValueError(f"{op}: permuted input {tuple(a.shape)} and weight {tuple(w.shape)} do not multiply")
+    return (a @ w).permute(*perm_y).contiguous().to(input.dtype)
