@@ -153,3 +153,33 @@ def test_mixed_float_matmuls_compute_in_the_promoted_dtype(torch_npu: types.Modu
         assert got.dtype == torch.float32 and torch.equal(got, want)
     with pytest.raises(RuntimeError):
         torch.matmul(torch.ones(2, 2, dtype=torch.int64), torch.ones(2, 2))
+
+
+def test_what_capture_time_code_reaches_exists_and_does_nothing(torch_npu: types.ModuleType) -> None:
+    npu = torch.npu
+    stream = npu.current_stream()
+    npu.graph_task_group_begin(stream)
+    handle = npu.graph_task_group_end(stream)
+    assert isinstance(handle, torch_npu._C._NPUTaskGroupHandle)
+    npu.graph_task_update_begin(stream, handle)
+    npu.graph_task_update_end(stream)
+    event = npu.ExternalEvent()
+    event.record(stream)
+    event.wait(stream)
+    event.reset(stream)
+    assert not npu.is_current_stream_capturing()
+    x = torch.ones(2)
+    assert torch_npu._C._weak_ref_tensor(x) is x
+
+
+def test_hccl_groups_name_their_communicator_and_take_hccl_options(torch_npu: types.ModuleType, tmp_path: object) -> None:
+    import torch.distributed as dist
+
+    options = torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options()
+    options.hccl_config = {"hccl_buffer_size": 200}
+    dist.init_process_group("hccl", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        group = dist.new_group([0], pg_options=options)
+        assert group._get_backend(torch.device("npu")).get_hccl_comm_name(0).startswith("kvlint-gloo")
+    finally:
+        dist.destroy_process_group()

@@ -241,3 +241,12 @@ def test_transpose_batchmatmul(torch_npu: types.ModuleType) -> None:
     with FakeTensorMode() as mode:
         fake = torch_npu.npu_transpose_batchmatmul(mode.from_tensor(x), mode.from_tensor(w), perm_x1=[1, 0, 2])
     assert fake.shape == got.shape and fake.dtype == got.dtype
+
+
+def test_apply_rotary_pos_emb_reads_bsh_as_bsnd(torch_npu: types.ModuleType) -> None:
+    """The C++ maps every layout but BNSD, SBND and TND to its BSND configuration (``LAYOUT_BSND_BSH``)."""
+    q, cos, sin = rand(1, 4, 2, 8), rand(1, 4, 1, 8, seed=1), rand(1, 4, 1, 8, seed=2)
+    bsh, bsnd = torch_npu.npu_apply_rotary_pos_emb(q.clone(), q.clone(), cos, sin, "BSH")
+    assert torch.equal(bsh, torch_npu.npu_apply_rotary_pos_emb(q.clone(), q.clone(), cos, sin, "BSND")[0])
+    with pytest.raises(ValueError, match="layout='BHS'"):
+        torch_npu.npu_apply_rotary_pos_emb(q.clone(), q.clone(), cos, sin, "BHS")

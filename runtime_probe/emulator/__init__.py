@@ -105,8 +105,7 @@ def _module() -> types.ModuleType:
     setattr(module, MARKER, True)
     module.npu = npu
     module.Format = formats.Format
-    module._C = types.ModuleType(f"{MODULE_NAME}._C", "torch_npu's C extension: what programs reach of it")
-    module._C._distributed_c10d = device.c10d_module()
+    module._C = device.c_module()
     for op in operators.OVERLOADS.values():
         setattr(module, op.name, getattr(getattr(torch.ops, op.namespace), op.name))
     return module

@@ -215,10 +215,14 @@ def _process_group_hccl() -> type:
     return gloo
 
 
-def c10d_module() -> types.ModuleType:
-    """``torch_npu._C._distributed_c10d``, with ``ProcessGroupHCCL`` (and its ``Options``)."""
-    module = types.ModuleType("torch_npu._C._distributed_c10d", "HCCL process groups on the CPU (gloo)")
-    module.ProcessGroupHCCL = types.SimpleNamespace(Options=HcclOptions)
+def c_module() -> types.ModuleType:
+    """``torch_npu._C``, what programs reach of torch_npu's C extension: ``_distributed_c10d.ProcessGroupHCCL``
+    (and its ``Options``), the graph task-group handle type and ``_weak_ref_tensor``."""
+    module = types.ModuleType("torch_npu._C", "torch_npu's C extension, as far as programs use it (kvlint emulator)")
+    module._distributed_c10d = types.ModuleType("torch_npu._C._distributed_c10d", "HCCL process groups (gloo)")
+    module._distributed_c10d.ProcessGroupHCCL = types.SimpleNamespace(Options=HcclOptions)
+    module._NPUTaskGroupHandle = npu.TaskGroupHandle
+    module._weak_ref_tensor = lambda tensor: tensor
     return module
 
 

@@ -11,7 +11,9 @@ Every NPU tensor is a CPU tensor (``device.py`` says why), so the runtime is tri
 - ``device_count()`` is ``KVLINT_EMULATE_DEVICES`` (default 1); ``set_device`` accepts any index (one
   process per rank on one machine all share the CPU);
 - random numbers come from torch's CPU generator: ``manual_seed`` seeds it;
-- NPU graphs (``NPUGraph``, ``graph``) cannot be captured on a CPU: they raise and say so.
+- NPU graphs (``NPUGraph``, ``graph``) cannot be captured on a CPU: they raise and say so; the graph
+  task-group calls of capture-time code (``graph_task_group_begin`` / ``_end``, ``graph_task_update_*``)
+  do nothing, so the operators between them simply run.
 """
 
 from __future__ import annotations
@@ -343,6 +345,26 @@ class graph:  # noqa: N801 - the name torch.npu.graph has on the device
 
 def is_current_stream_capturing() -> bool:
     return False
+
+
+class TaskGroupHandle:
+    """``torch_npu._C._NPUTaskGroupHandle``: what ``graph_task_group_end`` returns."""
+
+
+def graph_task_group_begin(stream: Stream | None = None) -> None:
+    """Task groups mark operators of a captured graph for later updates; nothing is captured on a CPU."""
+
+
+def graph_task_group_end(stream: Stream | None = None) -> TaskGroupHandle:
+    return TaskGroupHandle()
+
+
+def graph_task_update_begin(stream: Stream | None, handle: TaskGroupHandle) -> None:
+    """The operators issued until ``graph_task_update_end`` run again, eagerly, with their new arguments."""
+
+
+def graph_task_update_end(stream: Stream | None = None) -> None:
+    """See ``graph_task_update_begin``."""
 
 
 def graph_pool_handle() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-ROPE_LAYOUTS = ("BSND", "SBND", "BNSD", "TND")
+ROPE_LAYOUTS = ("BSND", "BSH", "SBND", "BNSD", "TND")
+"""``npu_apply_rotary_pos_emb``'s layouts; "BSH" is read as BSND, as the C++ does (its LAYOUT_BSND_BSH)."""
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
