@@ -2,7 +2,7 @@
 
 The static rules that apply to live values keep their codes (KVL1xx-3xx); the runtime-only ones are
 KVL503-KVL508. A check that needs a value it cannot read (meta or fake tensors) stays silent.
-Facts: torch_npu_ops.md sections 5 (constraints) and 6 (cache writes).
+Facts: docs/operators/constraints.md (constraints) and docs/operators/kv_cache_writes.md (cache writes).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ CACHE_WRITE_INDICES = {
 
 
 def _sparse_mode_applies(call: LiveCall, geo: Geometry) -> bool:
-    """sparse_mode is ignored by FIA for a single query token without rope (torch_npu_ops.md 5.2)."""
+    """sparse_mode is ignored by FIA for a single query token without rope (docs/operators/fused_infer_attention.md#fia-c26)."""
     if call.name not in SPARSE_MODES:
         return False
     single_token = not geo.varlen and geo.q_seq == 1

@@ -16,7 +16,7 @@ from kvlint.catalogue.operators import (
     parse_schema,
 )
 from kvlint.catalogue.rules import RULES, STATIC_RULES
-from kvlint.catalogue.schemas import SCHEMAS
+from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 REQUIRED = [
     ("npu_fused_infer_attention_score", "default"), ("npu_fused_infer_attention_score", "out"),
@@ -35,7 +35,8 @@ def test_issue_operators_are_catalogued(name: str, overload: str) -> None:
 
 
 def test_every_schema_string_parses_to_one_overload() -> None:
-    assert len(OVERLOADS) == len(SCHEMAS)
+    assert len(OVERLOADS) == len(SCHEMAS) + len(ATB_SCHEMAS)
+    assert {op.namespace for op in OVERLOADS.values() if op.schema in ATB_SCHEMAS} == {"atb"}
 
 
 @pytest.mark.parametrize("name", sorted(INFERENCE_ATTENTION))

@@ -17,7 +17,7 @@ from kvlint.runtime_probe.reference import operators as reference
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kvlint.catalogue import operators
-from kvlint.catalogue.schemas import SCHEMAS
+from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 
@@ -38,10 +38,10 @@ def test_install_registers_every_schema_verbatim_and_is_idempotent(torch_npu: ty
     import torch_npu as imported
 
     assert imported is torch_npu is emulator.install() and emulator.is_installed()
-    assert len(operators.OVERLOADS) == len(SCHEMAS)
+    assert len(operators.OVERLOADS) == len(SCHEMAS) + len(ATB_SCHEMAS)
     for op in operators.OVERLOADS.values():
         registered = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload)._schema
-        assert str(registered) == str(torch._C.parse_schema(f"{op.namespace}::{op.definition}"))
+        assert str(registered) == str(torch._C.parse_schema(f"{op.namespace}::{op.schema}"))
         assert getattr(torch_npu, op.name) is getattr(getattr(torch.ops, op.namespace), op.name)
     assert torch_npu._npu_paged_attention is torch.ops.atb._npu_paged_attention
 

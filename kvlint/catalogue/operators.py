@@ -2,7 +2,7 @@
 
 The schema strings are parsed once at import. Nothing here imports torch or torch_npu.
 Family tables (which operator is FIA v1, which parameter names are renames of which) are facts from
-``torch_npu_ops.md`` sections 3 and 4.
+``docs/operators/fused_infer_attention.md#fia-v1-v2`` and ``#fia-family``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from kvlint.catalogue.schemas import SCHEMAS
+from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 NO_DEFAULT = object()
 """Marker for a parameter that the schema declares without a default (required)."""
@@ -42,16 +42,11 @@ class Operator:
     returns: tuple[str, ...]
     schema: str
     namespace: str = "npu"
-    """``npu`` for torch_npu's own operators, ``atb`` for the ATB library's (their schemas say ``atb::``)."""
+    """The ``torch.library`` namespace the schema is registered in: ``npu``, or ``atb`` for ATB's."""
 
     @property
     def qualified(self) -> str:
         return self.name if self.overload == "default" else f"{self.name}.{self.overload}"
-
-    @property
-    def definition(self) -> str:
-        """The schema without its namespace prefix, as ``torch.library.Library(namespace).define`` takes it."""
-        return self.schema.removeprefix(f"{self.namespace}::")
 
     @property
     def positional(self) -> tuple[Param, ...]:
@@ -65,12 +60,8 @@ class Operator:
         return tuple(p.name for p in self.params)
 
 
-_SCHEMA = re.compile(
-    r"^(?:(?P<namespace>\w+)::)?(?P<name>\w+)(?:\.(?P<overload>\w+))?\((?P<args>.*)\)\s*->\s*(?P<returns>.*)$"
-)
-_PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
-_SPACED = re.compile(r"\s+(\?)|\s*(=)\s*")
-"""Spaces around ``?`` and ``=`` that some ATB schemas have (``int ? kernel_type = 0``)."""
+_SCHEMA = re.compile(r"^(?P<name>\w+)(?:\.(?P<overload>\w+))?\((?P<args>.*)\)\s*->\s*(?P<returns>.*)$")
+_PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)\s*(?:=\s*(?P<default>.+))?$")
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -99,8 +90,9 @@ def _parse_default(text: str) -> object:
     return ast.literal_eval(text)
 
 
-def parse_schema(schema: str) -> Operator:
-    """Parse one registered schema string (``name.overload(args) -> returns``)."""
+def parse_schema(schema: str, namespace: str = "npu") -> Operator:
+    """Parse one registered schema string (``name.overload(args) -> returns``); ATB's spell optional types
+    ``int ? x = 0``, read as ``int? x=0``."""
     match = _SCHEMA.match(schema)
     if match is None:
         raise ValueError(f"not an operator schema: {schema!r}")
@@ -110,11 +102,11 @@ def parse_schema(schema: str) -> Operator:
         if item == "*":
             kw_only = True
             continue
-        part = _PARAM.match(_SPACED.sub(lambda m: m[1] or m[2], item))
+        part = _PARAM.match(item)
         if part is None:
             raise ValueError(f"cannot parse parameter {item!r} of {schema!r}")
         default = NO_DEFAULT if part["default"] is None else _parse_default(part["default"])
-        params.append(Param(part["name"], part["type"], default, kw_only))
+        params.append(Param(part["name"], re.sub(r"\s+\?", "?", part["type"]), default, kw_only))
     returns = match["returns"].strip()
     if returns.startswith("("):
         returns = returns[1:-1]
@@ -124,12 +116,13 @@ def parse_schema(schema: str) -> Operator:
         params=tuple(params),
         returns=tuple(_split_top_level(returns)),
         schema=schema,
-        namespace=match["namespace"] or "npu",
+        namespace=namespace,
     )
 
 
 OVERLOADS: dict[tuple[str, str], Operator] = {
-    (op.name, op.overload): op for op in map(parse_schema, SCHEMAS)
+    (op.name, op.overload): op
+    for op in [parse_schema(s) for s in SCHEMAS] + [parse_schema(s, "atb") for s in ATB_SCHEMAS]
 }
 OPERATORS: dict[str, Operator] = {
     name: op for (name, overload), op in OVERLOADS.items() if overload == "default"
@@ -141,7 +134,7 @@ def lookup(name: str, overload: str = "default") -> Operator | None:
     return OVERLOADS.get((name, overload))
 
 
-# Families (torch_npu_ops.md section 4).
+# Families (docs/operators/fused_infer_attention.md#fia-family).
 FIA_V1 = "npu_fused_infer_attention_score"
 FIA_V2 = "npu_fused_infer_attention_score_v2"
 IFA = "npu_incre_flash_attention"
@@ -184,7 +177,7 @@ V1_TO_V2: dict[str, str] = {
     "value_antiquant_mode": "value_quant_mode",
     "softmax_lse_flag": "return_softmax_lse",
 }
-"""FIA v1 keyword -> its FIA v2 spelling (torch_npu_ops.md section 3, from the GE converter)."""
+"""FIA v1 keyword -> its FIA v2 spelling (docs/operators/fused_infer_attention.md#fia-v1-v2)."""
 V2_TO_V1: dict[str, str] = {v2: v1 for v1, v2 in V1_TO_V2.items()}
 
 IFA_PFA_SPELLINGS: dict[str, dict[str, str | None]] = {
@@ -203,9 +196,11 @@ LAYOUTS: dict[str, frozenset[str]] = {
     IFA: frozenset({"BSH", "BSND", "BNSD"}),
     PFA: frozenset({"BSH", "BSND", "BNSD", "BNSD_BSND", "TND"}),
 }
-"""Accepted ``input_layout`` values, case-sensitive (torch_npu_ops.md section 5.3)."""
+"""Accepted ``input_layout`` values, case-sensitive (docs/operators/fused_infer_attention.md#fia-c1;
+incre_prompt_flash_attention.md#ifa-c1 and #pfa-c1)."""
 FA_LAYOUTS = frozenset({"BSH", "SBH", "BNSD", "BSND", "TND"})
-"""npu_fusion_attention layouts; that operator upper-cases its argument first."""
+"""npu_fusion_attention layouts; that operator upper-cases its argument first
+(docs/operators/fusion_attention.md#fa-c1)."""
 LENGTH_LAYOUTS = frozenset({"TND", "NTD", "TND_NTD", "NTD_TND"})
 """Layouts that need both the query and the KV length arguments."""
 
@@ -215,5 +210,5 @@ SPARSE_MODES: dict[str, frozenset[int]] = {
     PFA: frozenset(range(5)),
 }
 ROPE_ONLY_SPARSE_MODES = frozenset({9})
-"""FIA's treeMask mode, valid only with query_rope and key_rope (torch_npu_ops.md section 5.2)."""
+"""FIA's treeMask mode, valid only with query_rope and key_rope (docs/operators/fused_infer_attention.md#fia-c24)."""
 MAX_GQA_RATIO = 64

@@ -1,7 +1,8 @@
 """Rules on argument values of the attention operators (KVL104-KVL111).
 
 Defaults that are wrong for nearly every real model, literal values outside the documented set, and
-argument combinations the documentation requires (torch_npu_ops.md sections 2, 4 and 5).
+argument combinations the documentation requires (docs/operators/fused_infer_attention.md#fia-arguments
+and #fia-family; the constraints are catalogued in docs/operators/constraints.md).
 """
 
 from __future__ import annotations

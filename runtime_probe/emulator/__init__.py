@@ -84,7 +84,7 @@ def _register() -> dict[str, torch.library.Library]:
     libraries: dict[str, torch.library.Library] = {}
     for op in operators.OVERLOADS.values():
         library = libraries.get(op.namespace) or libraries.setdefault(op.namespace, torch.library.Library(op.namespace, "DEF"))
-        library.define(op.definition)
+        library.define(op.schema)
         kernel, fake = _kernels(op)
         library.impl(op.qualified, kernel, "CPU")
         functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)

@@ -108,7 +108,7 @@ def _package(name: str, attributes: dict[str, Any] | None = None) -> types.Modul
 # -- torchair.ops: air:: attention -----------------------------------------------------------------------
 def _air_schema(op: operators.Operator) -> str:
     """torchair's schema: the ``npu::`` one with every length argument ``Tensor?`` (dsp-c6)."""
-    schema = op.definition
+    schema = op.schema
     for name in LENGTH_PARAMS:
         schema = schema.replace(f"SymInt[]? {name}=None", f"Tensor? {name}=None")
     return schema

@@ -5,8 +5,9 @@ writers ``_npu_reshape_and_cache`` and ``npu_scatter_pa_kv_cache``, the MLA writ
 
 The out-of-place variants return a modified copy and leave ``input`` untouched (the device clones it);
 the ``_`` variants write ``input`` in place and return it. Indices are not range-checked on the device;
-here torch's indexing raises on out-of-range indices. The paged writers address a token by its slot
-(``slot = block * block_size + offset``) in a cache stored ND or NZ (``paged.slot_rows``).
+here torch's indexing raises on out-of-range indices (docs/operators/kv_cache_writes.md#kvc-c1 to #kvc-c10).
+The paged writers address a token by its slot (``slot = block * block_size + offset``) in a cache stored ND
+or NZ (``paged.slot_rows``).
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ Live memory is one score tile of ``heads x query_block x key_block`` elements pl
 one query block, never the [S1, S2] score matrix. GQA shares each key/value block between the query
 heads of its group (query head n reads KV head n // (Nq / Nkv)) without repeating K/V.
 Fully masked rows give 0 and lse +inf; rows past the query length are left untouched (the caller
-zero-fills them). Algorithm: ``docs/semantics.md#sem-9``.
+zero-fills them). Algorithm: docs/semantics.md#sem-9.
 
 In float32 the tiles go through torch's fused CPU attention kernel, which keeps its own score blocks in
-cache and returns each row's log-sum-exp (``docs/semantics.md#sem-9-1``): per query block and key block,
+cache and returns each row's log-sum-exp (docs/semantics.md#sem-9-1): per query block and key block,
 the band, the user mask and ``pse`` become one additive bias (only where the block is not entirely
 allowed), and the blocks are combined through their log-sum-exps. The same formula as the loop below, which
 float64 (the precise mode) uses, and any torch without that kernel.
@@ -111,7 +111,7 @@ def _finish(
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Normalise. A learnable sink adds exp(sink) to the denominator and is included in the lse
-    (reference_semantics.md section 10, point 5); a row without any allowed key stays 0 with lse +inf."""
+    (docs/semantics.md#sem-d5 and #sem-d2); a row without any allowed key stays 0 with lse +inf."""
     seen = denominator > 0
     safe = torch.where(seen, denominator, torch.ones_like(denominator))
     lse = torch.where(seen, running_max + torch.log(safe), torch.full_like(running_max, torch.inf))
