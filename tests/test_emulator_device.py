@@ -112,6 +112,37 @@ def test_streams_and_events(torch_npu: types.ModuleType) -> None:
         npu.NPUGraph()
 
 
+class _SideStreamBlock(torch.nn.Module):
+    """The multi-stream pattern of the recipes' MoE layers: record_stream, events across a side stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.side = torch.npu.Stream()
+        self.events = [torch.npu.Event(), torch.npu.Event()]
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.record_stream(self.side)
+        self.events[0].record()
+        with torch.npu.stream(self.side):
+            self.events[0].wait()
+            shared = self.linear(x)
+            self.events[1].record()
+        self.events[1].wait()
+        torch.npu.current_stream().wait_stream(self.side)
+        return shared + x
+
+
+def test_streams_are_torch_streams_that_record_stream_and_torch_compile_accept(torch_npu: types.ModuleType) -> None:
+    side = torch.npu.Stream()
+    assert isinstance(side, torch.Stream) and isinstance(torch.npu.Event(), torch.Event)
+    assert side.device == torch.device("npu", 0) and side != torch.npu.default_stream()
+    torch.ones(3).record_stream(side)
+    block, x = _SideStreamBlock(), torch.randn(2, 8)
+    compiled = torch.compile(block, backend="npugraph_ex", fullgraph=True)
+    torch.testing.assert_close(compiled(x), block(x))
+
+
 def test_memory_and_devices_come_from_the_environment() -> None:
     code = "import torch; from kvlint.runtime_probe import emulator; emulator.install(); " \
            "print(torch.npu.mem_get_info()[1], torch.npu.device_count())"  # fmt: skip

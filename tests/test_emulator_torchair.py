@@ -103,3 +103,16 @@ def test_a_real_torchair_is_not_shadowed(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                           env={"PYTHONPATH": str(tmp_path), "PATH": ""})  # fmt: skip
     assert done.stdout.split() == ["True"]
+
+
+def test_npugraph_ex_backend_compiles_on_the_cpu(torch_npu: types.ModuleType) -> None:
+    def forward(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+        return torch_npu.npu_rms_norm(x, gamma)[0] * 2
+
+    x, gamma = torch.randn(3, 16), torch.rand(16)
+    compiled = torch.compile(forward, backend="npugraph_ex", fullgraph=True,
+                             options={"frozen_parameter": True, "static_kernel_compile": False})  # fmt: skip
+    cached = torch.npu.npugraph_ex.inference.cache_compile(forward, cache_dir="unused", dynamic=False,
+                                                           options={"frozen_parameter": True})  # fmt: skip
+    torch.testing.assert_close(compiled(x, gamma), forward(x, gamma))
+    torch.testing.assert_close(cached(x, gamma), forward(x, gamma))

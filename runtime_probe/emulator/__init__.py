@@ -67,6 +67,7 @@ def install() -> types.ModuleType:
     if _libraries is None:
         device.install()
         _libraries = _register()
+        npu.npugraph_ex = torchair.npugraph_ex_namespace()
     if present is None:
         present = _module()
         sys.modules[MODULE_NAME] = present

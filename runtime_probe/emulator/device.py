@@ -124,7 +124,8 @@ def _allocation_kernels() -> torch.library.Library:
     Factories without a tensor argument pass through BackendSelect, which picks the key from ``device``:
     the two allocation primitives are served there for ``cpu`` and ``npu`` (dropping ``pin_memory``), and
     under the PrivateUse1 key for allocations that reach it directly. Every other factory (``zeros``,
-    ``arange``, ``randn``, ``tensor(...)``, ``to``) allocates through them.
+    ``arange``, ``randn``, ``tensor(...)``, ``to``) allocates through them. ``record_stream`` of a (CPU)
+    tensor does nothing.
     """
     library = torch.library.Library("aten", "IMPL")
     for key in ("BackendSelect", "PrivateUse1"):
@@ -132,6 +133,8 @@ def _allocation_kernels() -> torch.library.Library:
         library.impl("empty_strided", _empty_strided, key)
     library.impl("is_pinned", lambda input, device=None: input.device.type == "cpu", "CompositeExplicitAutograd")
     library.impl("_pin_memory", lambda input, device=None: input, "CompositeExplicitAutograd")
+    # record_stream keeps a block from reuse until a stream's pending work ends; the CPU has none pending.
+    library.impl("record_stream", lambda input, stream: None, "CPU")
     return library
 
 

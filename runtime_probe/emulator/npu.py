@@ -19,6 +19,7 @@ Every NPU tensor is a CPU tensor (``device.py`` says why), so the runtime is tri
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import threading
@@ -229,20 +230,31 @@ def set_rng_state(new_state: torch.Tensor, device: object = None) -> None:
 
 
 # -- streams and events ---------------------------------------------------------------------------------
-class Event:
-    """An event records when it was recorded; operators are synchronous, so it is complete at once."""
+_stream_ids = itertools.count(1)
+_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1)
+
+
+class Event(torch.Event):
+    """An event records when it was recorded; operators are synchronous, so it is complete at once.
+
+    A ``torch.Event`` of the ``npu`` device, so that ``torch.compile`` captures its use (Dynamo keeps
+    ``record`` and ``wait`` of ``torch.Event`` instances in the graph)."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:
+        return super().__new__(cls, device="npu", enable_timing=enable_timing, blocking=blocking,
+                               interprocess=interprocess)  # fmt: skip
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         self.enable_timing = enable_timing
         self.time: float | None = None
 
-    def record(self, stream: Stream | None = None) -> None:
+    def record(self, stream: torch.Stream | None = None) -> None:
         self.time = time.perf_counter()
 
     def recorded_time(self) -> float | None:
         return self.time
 
-    def wait(self, stream: Stream | None = None) -> None:
+    def wait(self, stream: torch.Stream | None = None) -> None:
         """Nothing is pending."""
 
     def query(self) -> bool:
@@ -251,34 +263,41 @@ class Event:
     def synchronize(self) -> None:
         """Nothing is pending."""
 
-    def elapsed_time(self, end_event: Event) -> float:
+    def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds between this event's record and ``end_event``'s."""
-        if self.time is None or end_event.time is None:
+        end = getattr(end_event, "time", None)
+        if self.time is None or end is None:
             raise RuntimeError("elapsed_time needs both events to have been recorded")
-        return (end_event.time - self.time) * 1000.0
+        return (end - self.time) * 1000.0
 
 
 class ExternalEvent(Event):
     """``torch.npu.ExternalEvent`` (recorded and waited on across graph captures): an ``Event`` that can be reset."""
 
-    def reset(self, stream: Stream | None = None) -> None:
+    def reset(self, stream: torch.Stream | None = None) -> None:
         self.time = None
 
 
-class Stream:
-    """A stream handle; work submitted to it has already run."""
+class Stream(torch.Stream):
+    """A stream handle; work submitted to it has already run.
+
+    A ``torch.Stream`` of the ``npu`` device with its own id, so ``tensor.record_stream(s)`` accepts it and
+    ``torch.compile`` captures it; ``record_stream`` on the (CPU) tensors does nothing (``device.py``)."""
+
+    def __new__(cls, device: object = None, priority: int = 0, **kwargs: object) -> Stream:
+        return super().__new__(cls, stream_id=next(_stream_ids), device_index=_index(device),
+                               device_type=_DEVICE_TYPE)  # fmt: skip
 
     def __init__(self, device: object = None, priority: int = 0, **kwargs: object) -> None:
-        self.device = torch.device("npu", _index(device))
-        self.priority = priority
+        self.stream_priority = priority
 
-    def wait_stream(self, stream: Stream) -> None:
+    def wait_stream(self, stream: torch.Stream) -> None:
         """Nothing is pending."""
 
-    def wait_event(self, event: Event) -> None:
+    def wait_event(self, event: torch.Event) -> None:
         """Nothing is pending."""
 
-    def record_event(self, event: Event | None = None) -> Event:
+    def record_event(self, event: torch.Event | None = None) -> torch.Event:
         event = event if event is not None else Event()
         event.record(self)
         return event
@@ -298,13 +317,12 @@ class Stream:
         self._context.__exit__(*exc)
 
 
-_default_stream: Stream | None = None
+_default_stream = Stream()
+"""Made at import, so that code compiled with ``torch.compile`` never makes it (Dynamo cannot build a
+stream inside a graph)."""
 
 
 def default_stream(device: object = None) -> Stream:
-    global _default_stream
-    if _default_stream is None:
-        _default_stream = Stream()
     return _default_stream
 
 
@@ -378,3 +396,6 @@ def _autocast(enabled: bool = True, dtype: torch.dtype = torch.float16, cache_en
 
 
 amp = types.SimpleNamespace(autocast=_autocast)
+npugraph_ex: types.SimpleNamespace | None = None
+"""torch_npu's ``torch.compile`` backend and its ``inference.cache_compile`` (``torchair.npugraph_ex_namespace``,
+set by ``emulator.install()``)."""

@@ -18,6 +18,9 @@
   tensor).
 - ``patch_for_hcom``, ``use_internal_format_weight``, ``register_fx_node_ge_converter`` (a decorator that
   keeps the converter unregistered: there is no GE graph) and ``logger`` exist so the recipes' set-up runs.
+- torch_npu's own backend, ``torch.compile(..., backend="npugraph_ex", options=...)`` and
+  ``torch.npu.npugraph_ex.inference.cache_compile``, is the same CPU compiler (registered with the
+  emulated torch_npu, whether or not torchair is emulated).
 
 Never installed where a real torchair can be imported.
 """
@@ -191,6 +194,32 @@ def cache_compile(func: Callable[..., Any], *, config: CompilerConfig | None = N
                   dynamic: bool = True, **kwargs: Any) -> Callable[..., Any]:  # fmt: skip
     """Compile ``func`` with the NPU backend (torchair would also cache the compiled graph on disk)."""
     return torch.compile(func, backend=backend or get_npu_backend(compiler_config=config), dynamic=dynamic)
+
+
+# -- torch_npu's own torch.compile backend ----------------------------------------------------------------
+NPUGRAPH_EX = "npugraph_ex"
+
+
+def npugraph_ex(graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None,
+                **kwargs: Any) -> Callable[..., Any]:  # fmt: skip
+    """``torch.compile(f, backend="npugraph_ex", options={...})``: torch_npu's backend (FX fusions, then an
+    ACL graph). On the CPU: the same compiler as ``get_npu_backend``; no option changes what runs."""
+    return _compile(graph, example_inputs)
+
+
+def npugraph_ex_namespace() -> types.SimpleNamespace:
+    """``torch.npu.npugraph_ex``, registering the backend with Dynamo (once)."""
+    import torch._dynamo
+
+    if NPUGRAPH_EX not in torch._dynamo.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(name=NPUGRAPH_EX)(npugraph_ex)
+
+    def cache_compile(func: Callable[..., Any], *, cache_dir: str | None = None, dynamic: bool = True,
+                      options: dict[str, Any] | None = None, **kwargs: Any) -> Callable[..., Any]:  # fmt: skip
+        """Compile ``func`` with ``npugraph_ex`` (nothing is cached on disk)."""
+        return torch.compile(func, backend=NPUGRAPH_EX, dynamic=dynamic, fullgraph=True, options=options or {})
+
+    return types.SimpleNamespace(inference=types.SimpleNamespace(cache_compile=cache_compile))
 
 
 def set_dim_gears(tensor: torch.Tensor, dim_gears: dict[int, list[int]]) -> None:
