@@ -39,11 +39,22 @@ def test_install_registers_every_schema_verbatim_and_is_idempotent(torch_npu: ty
 
     assert imported is torch_npu is emulator.install() and emulator.is_installed()
     assert len(operators.OVERLOADS) == len(SCHEMAS) + len(ATB_SCHEMAS)
+    assert {op.namespace for op in operators.OVERLOADS.values()} == {"npu", "atb"}
     for op in operators.OVERLOADS.values():
         registered = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload)._schema
         assert str(registered) == str(torch._C.parse_schema(f"{op.namespace}::{op.schema}"))
-        assert getattr(torch_npu, op.name) is getattr(getattr(torch.ops, op.namespace), op.name)
+    for name, op in operators.OPERATORS.items():
+        assert getattr(torch_npu, name) is getattr(getattr(torch.ops, op.namespace), name)
     assert torch_npu._npu_paged_attention is torch.ops.atb._npu_paged_attention
+
+
+def test_operators_without_a_kernel_raise_naming_the_operator(torch_npu: types.ModuleType) -> None:
+    q = torch.zeros(2, 4, 8)
+    lens = torch.tensor([4, 4], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="npu_attention_update"):
+        torch_npu.npu_attention_update([lens.float()], [q], 0)
+    with pytest.raises(RuntimeError, match="missing value for argument 'slot_indices'"):
+        torch.ops.atb._npu_reshape_and_cache(q, q, q, q, slot_mapping=lens)
 
 
 @pytest.mark.parametrize(

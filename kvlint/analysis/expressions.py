@@ -27,8 +27,8 @@ from kvlint.analysis.facts import (
     mapped,
 )
 from kvlint.analysis.flow import Path, condition
-from kvlint.analysis.follow import called_function, lookup, returned, self_attribute, tuple_item
-from kvlint.analysis.names import is_self, qualified_name
+from kvlint.analysis.follow import lookup, returned, self_attribute, tuple_item
+from kvlint.analysis.names import called_function, is_self, qualified_name
 from kvlint.analysis.tensor_semantics import FINFO, combine, indexed, invert, tensor_method, torch_function
 
 _FLOAT_CONSTANTS = {"math.inf": math.inf, "torch.inf": math.inf, "numpy.inf": math.inf, "math.nan": math.nan}

@@ -14,7 +14,13 @@ from astroid import nodes
 from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
 from kvlint.analysis.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
-from kvlint.analysis.names import enclosing_class, is_self, self_assignments
+from kvlint.analysis.names import (
+    called_function,
+    decorator_names,
+    enclosing_class,
+    is_property,
+    self_assignments,
+)
 from kvlint.analysis.tensor_semantics import changed_in_place, combine
 
 # Names ------------------------------------------------------------------------------------------------
@@ -220,7 +226,7 @@ def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> lis
     defined = [d for d in cls.locals.get(node.attrname, []) if not _annotation_only(d)]
     assigned = self_assignments(cls).get(node.attrname)
     if defined:
-        if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and _is_property(defined[0]):
+        if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and is_property(defined[0]):
             return returned(defined[0], None, path, context)
         if len(defined) == 1 and isinstance(defined[0], nodes.AssignName) and not assigned:
             return _definition(defined[0], path, context)
@@ -241,22 +247,6 @@ def _annotation_only(binding: nodes.NodeNG) -> bool:
 # Same-module functions --------------------------------------------------------------------------------
 
 
-def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
-    """The same-module function a call reaches: a module function by name, or ``self.method(...)``."""
-    func = call.func
-    if isinstance(func, nodes.Name):
-        _, bindings = func.lookup(func.name)
-        if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef):
-            return bindings[0]
-        return None
-    if isinstance(func, nodes.Attribute) and is_self(func.expr):
-        cls = enclosing_class(call)
-        found = cls.locals.get(func.attrname, []) if cls is not None else []
-        if len(found) == 1 and isinstance(found[0], nodes.FunctionDef) and not _is_property(found[0]):
-            return found[0]
-    return None
-
-
 _CALLERS: weakref.WeakKeyDictionary[nodes.Module, dict[nodes.FunctionDef, list[nodes.Call]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -275,16 +265,6 @@ def callers(function: nodes.FunctionDef) -> list[nodes.Call]:
     return _CALLERS[module].get(function, [])
 
 
-def _decorator_names(function: nodes.FunctionDef) -> set[str]:
-    if not function.decorators:
-        return set()
-    return {d.as_string().rpartition(".")[2] for d in function.decorators.nodes}
-
-
-def _is_property(function: nodes.FunctionDef) -> bool:
-    return bool({"property", "cached_property"} & _decorator_names(function))
-
-
 def bind_arguments(function: nodes.FunctionDef, call: nodes.Call) -> dict[str, nodes.NodeNG | None] | None:
     """The expression each parameter receives at ``call`` (the default when omitted, None when the call does
     not show it); None when the call passes ``*args`` or ``**kwargs``."""
@@ -293,7 +273,7 @@ def bind_arguments(function: nodes.FunctionDef, call: nodes.Call) -> dict[str, n
     if function.args.args is None:
         return None
     params = function.args.posonlyargs + function.args.args
-    if isinstance(call.func, nodes.Attribute) and "staticmethod" not in _decorator_names(function):
+    if isinstance(call.func, nodes.Attribute) and "staticmethod" not in decorator_names(function):
         params = params[1:]
     if len(call.args) > len(params):
         return None

@@ -89,7 +89,9 @@ DOCS: dict[str, RuleDoc] = {
         what="Reports FIA v1 (`npu_fused_infer_attention_score`) called with a keyword that only FIA v2 "
              "has, FIA v2 called with a v1-only keyword, or the IFA/PFA spelling (`scale_value`, "
              "`deq_scale1`) on FIA. The message names the exact rename (`scale` -> `softmax_scale`). "
-             "Keywords passed through a statically known `**kwargs` dict count too.",
+             "Keywords passed through a statically known `**kwargs` dict count too, and so do FIA's "
+             "workspace helpers (`_npu_fused_infer_attention_score[_v2]_get_max_workspace`), which take "
+             "exactly their operator's arguments.",
         why="v2 renamed most parameters (`num_heads` -> `num_query_heads`, `scale` -> `softmax_scale`, "
             "`actual_seq_lengths` -> `actual_seq_qlen`, ...) and no name means different things in the two "
             "versions, so every mix raises `RuntimeError` at the first call. Migrations between IFA, FIA "
@@ -173,7 +175,9 @@ DOCS: dict[str, RuleDoc] = {
     "KVL106": RuleDoc(
         what="Reports a literal `input_layout` (or a constant it resolves to) outside the set the operator "
              "accepts. The check is case-sensitive, as the operators are (except `npu_fusion_attention`, "
-             "which upper-cases its argument).",
+             "which upper-cases its argument). The sparse-attention kernels (`npu_lightning_indexer`, "
+             "`npu_sparse_flash_attention` and their quantised forms) have a query layout (BSND, TND) and a "
+             "key layout (BSND, TND, PA_BSND) of their own; FIA's workspace helpers take FIA's layouts.",
         why="FIA and FIA v2 raise `RuntimeError` (\"layout only support ...\") at the first call; IFA and PFA "
             "forward the string to CANN, which fails at launch with an opaque aclnn error code.",
         bad=_HEADER + "def decode(q, k, v, head_dim):\n"
@@ -190,7 +194,8 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL107": RuleDoc(
         what="Reports a literal `sparse_mode` the operator does not accept: FIA and FIA v2 take 0-4, and 9 "
-             "only together with `query_rope` and `key_rope`; PFA takes 0-4.",
+             "only together with `query_rope` and `key_rope`; PFA takes 0-4; the sparse-attention kernels "
+             "take 0 (no causal limit) and 3 (bottom-right causal).",
         why="Modes 5-8 are documented as \"not implemented yet, do not use\" for FIA and raise for Q_S > 1; "
             "for decode (Q_S = 1, no rope) FIA ignores `sparse_mode` altogether, so the same code fails "
             "only when prefill runs.",
@@ -229,7 +234,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL109": RuleDoc(
         what="Reports literal head counts where `num_heads` (or `num_query_heads`) is not divisible by "
-             "`num_key_value_heads`, or the ratio is above 64.",
+             "`num_key_value_heads`, or the ratio is above 64; for ATB's attention, `num_heads` not divisible "
+             "by `num_kv_heads`, which usually means the two were swapped: the paged operators take "
+             "`num_kv_heads, num_heads` in that order and the flash operators the other way round.",
         why="Grouped-query attention maps each KV head to num_heads / num_key_value_heads query heads; "
             "the operators require an integer ratio of at most 64. Eager mode checks only num_heads > 0 and "
             "leaves the rest to CANN, which fails at launch with an opaque error code.",
@@ -266,7 +273,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL111": RuleDoc(
         what="Reports a literal TND/NTD-family `input_layout` on a call that does not pass both the query "
-             "and the KV length arguments.",
+             "and the KV length arguments; for the sparse-attention kernels, a `layout_query` or key layout "
+             "'TND' without that side's lengths (`actual_seq_lengths_query`, `actual_seq_lengths_key` / "
+             "`_kv`).",
         why="In TND the batch is packed along T and the lengths are the only way the kernel finds the "
             "sequence boundaries; the operators require both (cumulative) length lists and fail at launch "
             "when one is missing.",
@@ -305,6 +314,41 @@ DOCS: dict[str, RuleDoc] = {
         fix="`kvlint --fix` rewrites the callee to `torch_npu.<op>` (using the module's own alias when it "
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
             "module does not import it.",
+    ),
+    "KVL113": RuleDoc(
+        what="Reports `torch_npu.<name>`, `from torch_npu import <name>`, `torch.ops.npu.<name>`, "
+             "`torch.ops.atb.<name>` and torchair's `tng.ops.<name>` when the namespace has no such operator "
+             "and the name is either a known operator of another namespace (an ATB operator looked up in "
+             "`torch.ops.npu`, one torchair does not wrap, one that lives on `torch_npu.atb`) or a "
+             "misspelling of one there: a letter or two off, a word left out, words swapped. The known names "
+             "are torch_npu's published operator declarations (op-plugin's function table, torch_npu's own, "
+             "ATB's `m.def` schemas and torchair's `ops`), kept in `kvlint/catalogue/operator_names.py`; the "
+             "message names the closest operator. Only names that look like operators (`npu_*`, `_npu_*`, "
+             "`scatter_*`) are judged.",
+        why="The lookup raises `AttributeError` (`ImportError` for the import) when the line runs, which is "
+            "after the model loaded and often only on one branch (the graph-mode path, a test that is skipped "
+            "off the device). Renamed operators are the usual cause: `npu_fused_infer_attention_v2` became "
+            "`npu_fused_infer_attention_score_v2`, and op-plugin's own tests kept the old name. A name that "
+            "adds words to a known one (`npu_gather_selection_kv_cache`) or carries a newer version number is "
+            "not reported: projects register such operators themselves and mount them on `torch_npu` at run "
+            "time, which a one-file linter cannot see. Nor is a name the file tests for (`hasattr`, "
+            "`getattr`, a string), assigns (`torch_npu.npu_x = ...`), or looks up in a `try` that catches "
+            "`AttributeError` / `ImportError`.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_v2(\n"
+            "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+             "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim)\n    )\n",
+        references=(
+            Reference("Access paths: how the operators are reached", f"{DISPATCHER}#dsp-access"),
+            Reference("DSP-C2: torch_npu exports every operator of the npu namespace", f"{DISPATCHER}#dsp-c2"),
+            Reference("DSP-C6: torchair.ops wraps only FIA and FIA v2", f"{DISPATCHER}#dsp-c6"),
+            Reference("DSP-C8: ATB's operators are torch.ops.atb.<name>, some only on torch_npu.atb",
+                      f"{DISPATCHER}#dsp-c8"),
+        ),
+        no_fix="The closest name is a suggestion: the intended operator may be another one, or a project's "
+               "own registration.",
     ),
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
@@ -457,7 +501,9 @@ DOCS: dict[str, RuleDoc] = {
     "KVL301": RuleDoc(
         what="Reports a value reaching `block_table` whose dtype is known and is not int32: "
              "`torch.arange(...)` (int64 by default), `torch.tensor(list_of_ints)`, `.long()`, "
-             "`dtype=torch.int64`. A later `.to(torch.int32)` or `.int()` makes it fine.",
+             "`dtype=torch.int64`. A later `.to(torch.int32)` or `.int()` makes it fine. Judged for FIA, FIA "
+             "v2, IFA, ATB's paged attention (`_npu_paged_attention`, its workspace query, `_splitfuse`, "
+             "`_splitfuse_v2`) and the sparse-attention kernels, which all document int32 block ids.",
         why="The paged-attention kernels read `block_table` as int32 block ids and do not validate them "
             "(\"block-id validity is currently not checked\"). An int64 table is rejected at launch or, "
             "read as int32, points at the wrong blocks.",
@@ -503,7 +549,8 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL303": RuleDoc(
         what="Reports a call that passes `block_table` but not the KV lengths (`actual_seq_lengths_kv` "
-             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA).",
+             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA, `context_lens` for ATB's "
+             "paged attention, `actual_seq_lengths_key` / `_kv` for the sparse-attention kernels).",
         why="A block table says where each sequence's blocks are, not how many tokens are valid in them. "
             "The documentation requires the KV lengths in paged mode; without them the kernel fails or "
             "attends over every slot of every block, padding included.",
@@ -571,8 +618,9 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Moving the update to the runner changes the program's structure.",
     ),
     "KVL306": RuleDoc(
-        what="Reports the out-of-place `scatter_update(...)` / `npu_scatter_nd_update(...)` called as a bare "
-             "statement.",
+        what="Reports the out-of-place `scatter_update(...)` / `npu_scatter_nd_update(...)`, or a "
+             "`_functional` cache writer (`npu_scatter_pa_kv_cache_functional`, "
+             "`npu_kv_rmsnorm_rope_cache_v2_functional`), called as a bare statement.",
         why="These return an updated copy (the implementation clones its input) and leave the cache "
             "unchanged. The new keys and values are never written: decoding attends over stale cache "
             "entries without any error.",
@@ -590,8 +638,8 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="In-place update or assignment of the result: either is right, depending on the caller.",
     ),
     "KVL307": RuleDoc(
-        what="Reports key/value passed to FIA/IFA/PFA that are `repeat_interleave` (or `expand` + "
-             "`reshape`) copies of the KV heads.",
+        what="Reports key/value passed to FIA/IFA/PFA or ATB's attention that are `repeat_interleave` (or "
+             "`expand` + `reshape`) copies of the KV heads.",
         why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
             "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
             "the group size for nothing.",

@@ -14,6 +14,7 @@ github.com/Ascend/op-plugin at 517f2e7d, each under a comment naming its line in
 library (``TORCH_LIBRARY_FRAGMENT(atb, m)`` in ``op_plugin/ops/atb/<file>.cpp``, named in the comments): they
 are registered in the ``atb`` namespace (``torch.ops.atb.<name>``) and reached as ``torch_npu.<name>``
 (docs/operators/dispatcher.md#dsp-c8, docs/operators/atb_attention.md#atb-schemas).
+``python scripts/operator_names.py ... --check`` says where each string occurs in op-plugin.
 """
 
 SCHEMAS: tuple[str, ...] = (

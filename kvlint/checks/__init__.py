@@ -36,7 +36,12 @@ from kvlint.checks.masks import (
     check_sdpa_causal_over_cache,
     check_sparse_mode_needs_mask,
 )
-from kvlint.checks.signature import check_positional_args, check_unknown_keyword, check_version_mix
+from kvlint.checks.signature import (
+    check_positional_args,
+    check_unknown_keyword,
+    check_unknown_operator,
+    check_version_mix,
+)
 
 CALL_CHECKS = (
     check_unknown_keyword,
@@ -67,4 +72,5 @@ CALL_CHECKS = (
 MODULE_CHECKS = (
     check_sdpa_causal_over_cache,
     check_kv_len_mutated_in_layer,
+    check_unknown_operator,
 )

@@ -18,16 +18,15 @@ from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_de
 from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.settings import Settings
 from kvlint.catalogue.operators import (
-    FIA,
     IFA,
-    INFERENCE_ATTENTION,
+    IN_PLACE_FORM,
+    KV_HEADS_PARAM,
     KV_LENGTHS_PARAM,
     KV_RMSNORM_OUTPUTS,
     OUT_OF_PLACE_SCATTER,
+    PAGED_OPERATORS,
 )
 
-PAGED_OPERATORS = FIA | {IFA}
-"""Operators that take block_table / block_size."""
 BLOCK_ALIGNMENT = 16
 MAX_BLOCK_SIZE = 512
 MAX_MLA_BLOCK_SIZE = 1024
@@ -45,8 +44,9 @@ def _block_table_paths(site: CallSite) -> Iterator[Path]:
 
 
 def check_block_table_dtype(site: CallSite) -> Iterator[Issue]:
-    """KVL301: block_table is read as int32 block ids; an int64 table (``torch.arange`` and
-    ``torch.tensor`` of ints default to int64) is not validated and addresses the wrong blocks."""
+    """KVL301: block_table is read as int32 block ids (FIA, IFA, ATB's paged attention, the sparse-attention
+    kernels); an int64 table (``torch.arange`` and ``torch.tensor`` of ints default to int64) is not
+    validated and addresses the wrong blocks."""
     if site.name not in PAGED_OPERATORS:
         return
     for alt in site.values("block_table"):
@@ -121,8 +121,9 @@ def _never_read(name: str, frame: nodes.NodeNG) -> bool:
 
 
 def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
-    """KVL306: out-of-place ``scatter_update`` / ``npu_scatter_nd_update`` return an updated copy and leave
-    the cache unchanged; a bare call (or a result nobody reads) writes nothing."""
+    """KVL306: out-of-place ``scatter_update`` / ``npu_scatter_nd_update`` (and the ``_functional`` cache
+    writers) return an updated copy and leave the cache unchanged; a bare call (or a result nobody reads)
+    writes nothing."""
     if site.name not in OUT_OF_PLACE_SCATTER:
         return
     parent = site.call.parent
@@ -133,19 +134,21 @@ def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
     if discarded:
         yield Issue("KVL306", site.call,
                     f"{site.name} returns an updated copy and leaves the cache unchanged, and the result is "
-                    f"discarded: call {site.name}_ to write in place, or assign the result back to the cache")
+                    f"discarded: call {IN_PLACE_FORM[site.name]} to write in place, or assign the result back "
+                    "to the cache")
 
 
 def check_kv_repeat(site: CallSite) -> Iterator[Issue]:
-    """KVL307: FIA/IFA/PFA take KV with fewer heads (GQA) through num_key_value_heads; repeating the KV heads
-    to the query head count first copies the cache (memory, bandwidth) for nothing."""
-    if site.name not in INFERENCE_ATTENTION:
+    """KVL307: FIA/IFA/PFA (num_key_value_heads) and ATB's attention (num_kv_heads) take KV with fewer heads
+    (GQA); repeating the KV heads to the query head count first copies the cache (memory, bandwidth) for
+    nothing."""
+    if site.name not in KV_HEADS_PARAM:
         return
     for name in ("key", "value"):
         if any(alt.value.has(KV_REPEAT) for alt in site.values(name)):
             yield Issue("KVL307", site.anchor(name),
                         f"{name} is a repeat_interleave / expand+reshape copy of the KV heads: {site.name} "
-                        "handles GQA itself; pass the KV tensor as it is with num_key_value_heads=<KV heads>")
+                        f"handles GQA itself; pass the KV tensor as it is with {KV_HEADS_PARAM[site.name]}=<KV heads>")
 
 
 def _unpacking_targets(site: CallSite) -> Iterator[nodes.Tuple | nodes.List]:

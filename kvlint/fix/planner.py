@@ -105,7 +105,7 @@ class Planner:
         return False
 
     def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> bool:
-        target = rename_target(site.name, keyword)
+        target = rename_target(site.role, keyword)
         if target is None or target not in site.operator.param_names or target in site.keywords:
             return False
         if isinstance(anchor, nodes.Keyword) and anchor.parent is site.call:

@@ -15,7 +15,9 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
   ``mla`` (MLA preprocessing).
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
-the operator. A real torch_npu or torchair is never shadowed.
+the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
+on the module as ``torch_npu.<name>``, as torch_npu does once ATB is loaded. A real torch_npu or torchair is
+never shadowed.
 
 Imports: torch, ``kvlint.catalogue`` and the reference. Never the probe.
 """
@@ -32,6 +34,9 @@ from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, 
 
 from kvlint.catalogue import operators
 
+NAMESPACE = "npu"
+NAMESPACES = ("npu", "atb")
+"""The ``torch.library`` namespaces of the catalogue's schemas (``Operator.namespace``)."""
 MODULE_NAME = "torch_npu"
 MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
@@ -77,14 +82,14 @@ def install() -> types.ModuleType:
 
 
 def _register() -> dict[str, torch.library.Library]:
-    taken = [f"{op.namespace}::{op.name}" for op in operators.OVERLOADS.values()
+    taken = [f"{op.namespace}::{op.name}" for op in operators.OPERATORS.values()
              if hasattr(getattr(torch.ops, op.namespace), op.name)]  # fmt: skip
     if taken:
         raise RuntimeError(f"{taken[0]} is already registered (by torch_npu or another library); the kvlint "
                            "emulator does not replace it")  # fmt: skip
-    libraries: dict[str, torch.library.Library] = {}
+    libraries = {namespace: torch.library.Library(namespace, "DEF") for namespace in NAMESPACES}
     for op in operators.OVERLOADS.values():
-        library = libraries.get(op.namespace) or libraries.setdefault(op.namespace, torch.library.Library(op.namespace, "DEF"))
+        library = libraries[op.namespace]
         library.define(op.schema)
         kernel, fake = _kernels(op)
         library.impl(op.qualified, kernel, "CPU")
@@ -97,8 +102,8 @@ def _register() -> dict[str, torch.library.Library]:
 
 
 def _module() -> types.ModuleType:
-    """A ``torch_npu`` whose operator attributes are the ``torch.ops`` packets themselves, with the device
-    module as ``torch_npu.npu``."""
+    """A ``torch_npu`` whose operator attributes are the ``torch.ops.npu`` / ``torch.ops.atb`` packets
+    themselves, with the device module as ``torch_npu.npu``."""
     module = types.ModuleType(MODULE_NAME, "CPU emulation of torch_npu by kvlint (KVLINT_EMULATE=1).")
     module.__spec__ = importlib.machinery.ModuleSpec(MODULE_NAME, None, origin=__file__, is_package=True)
     module.__path__ = []
@@ -107,8 +112,8 @@ def _module() -> types.ModuleType:
     module.npu = npu
     module.Format = formats.Format
     module._C = device.c_module()
-    for op in operators.OVERLOADS.values():
-        setattr(module, op.name, getattr(getattr(torch.ops, op.namespace), op.name))
+    for name, op in operators.OPERATORS.items():
+        setattr(module, name, getattr(getattr(torch.ops, op.namespace), name))
     return module
 
 
