@@ -67,6 +67,24 @@ def _solve(query: torch.Tensor, out: torch.Tensor, spans: list[tuple[int, int]],
 
 
 @torch.no_grad()
+def _paged_reader(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table: torch.Tensor, key_dim: int,
+                  value_dim: int, num_kv_heads: int, dtype: torch.dtype,
+                  nz: bool) -> tuple[int, Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]]]:  # fmt: skip
+    """(block size, reader of sequence ``b``'s tokens ``[start, stop)`` as ``[num_kv_heads, n, dim]`` K and V)
+    of paged caches stored ND or NZ."""
+    keys = slot_rows(key_cache, num_kv_heads * key_dim, nz=nz, name="key_cache")
+    values = slot_rows(value_cache, num_kv_heads * value_dim, nz=nz, name="value_cache")
+    table = block_table.long()
+
+    def read(b: int, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(start, stop, device=table.device)
+        slots = table[b, positions // keys.block_size] * keys.block_size + positions % keys.block_size
+        return tuple(rows.read(slots).view(len(slots), num_kv_heads, -1).transpose(0, 1).to(dtype)
+                     for rows in (keys, values))  # fmt: skip
+
+    return keys.block_size, read
+
+
 def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, num_kv_heads: int,
                     num_heads: int, scale_value: float, block_table: torch.Tensor, context_lens: torch.Tensor,
                     out: torch.Tensor, *, nz: bool = False) -> None:  # fmt: skip
@@ -79,18 +97,10 @@ def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: t
         raise ValueError(f"{op}: {q.shape[0]} query tokens, {len(lengths)} context_lens and block_table "
                          f"{tuple(block_table.shape)} must describe the same sequences, one token each")  # fmt: skip
     value_dim = _heads(out, num_heads, "out").shape[-1]
-    keys = slot_rows(key_cache, num_kv_heads * q.shape[-1], nz=nz, name="key_cache")
-    values = slot_rows(value_cache, num_kv_heads * value_dim, nz=nz, name="value_cache")
-    if any(n > block_table.shape[1] * keys.block_size for n in lengths):
+    block_size, read = _paged_reader(key_cache, value_cache, block_table, q.shape[-1], value_dim, num_kv_heads,
+                                     compute_dtype(query.dtype), nz)  # fmt: skip
+    if any(n > block_table.shape[1] * block_size for n in lengths):
         raise ValueError(f"{op}: context_lens={lengths} exceed block_table's {block_table.shape[1]} blocks")
-    dtype = compute_dtype(query.dtype)
-    table = block_table.long()
-
-    def read(b: int, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(start, stop, device=table.device)
-        slots = table[b, positions // keys.block_size] * keys.block_size + positions % keys.block_size
-        return tuple(rows.read(slots).view(len(slots), num_kv_heads, -1).transpose(0, 1).to(dtype)
-                     for rows in (keys, values))  # fmt: skip
 
     spans = [(b, b + 1) for b in range(len(lengths))]
     _solve(q, out, spans, lengths, read, num_heads, num_kv_heads, scale_value, [FULL] * len(spans),
@@ -184,16 +194,8 @@ def paged_attention_splitfuse(query: torch.Tensor, key_cache: torch.Tensor, valu
     if len(lengths) != len(spans) or any(n < stop - start for n, (start, stop) in zip(lengths, spans)):
         raise ValueError(f"{op}: context_lens={lengths} must hold at least the seq_len query tokens of each sequence")
     value_dim = _heads(out, num_heads, "out").shape[-1]
-    keys = slot_rows(key_cache, num_kv_heads * q.shape[-1], nz=nz, name="key_cache")
-    values = slot_rows(value_cache, num_kv_heads * value_dim, nz=nz, name="value_cache")
-    dtype = compute_dtype(query.dtype)
-    table = block_table.long()
-
-    def read(b: int, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(start, stop, device=table.device)
-        slots = table[b, positions // keys.block_size] * keys.block_size + positions % keys.block_size
-        return tuple(rows.read(slots).view(len(slots), num_kv_heads, -1).transpose(0, 1).to(dtype)
-                     for rows in (keys, values))  # fmt: skip
+    _, read = _paged_reader(key_cache, value_cache, block_table, q.shape[-1], value_dim, num_kv_heads,
+                            compute_dtype(query.dtype), nz)  # fmt: skip
 
     if mask is None:
         bands = [Band(-UNBOUNDED, n - (stop - start)) for n, (start, stop) in zip(lengths, spans)]
