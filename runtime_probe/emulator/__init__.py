@@ -9,6 +9,7 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 ``torch.compile`` and FakeTensor tracing work:
 
 - ``device``: ``npu`` as a device whose tensors live in CPU memory, ``torch.npu`` (``npu``), ``hccl``;
+  NPU graph capture and replay (``graphs``);
 - ``torchair``: the graph compiler's entry points, compiling on the CPU;
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
   writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),

@@ -11,9 +11,8 @@ Every NPU tensor is a CPU tensor (``device.py`` says why), so the runtime is tri
 - ``device_count()`` is ``KVLINT_EMULATE_DEVICES`` (default 1); ``set_device`` accepts any index (one
   process per rank on one machine all share the CPU);
 - random numbers come from torch's CPU generator: ``manual_seed`` seeds it;
-- NPU graphs (``NPUGraph``, ``graph``) cannot be captured on a CPU: they raise and say so; the graph
-  task-group calls of capture-time code (``graph_task_group_begin`` / ``_end``, ``graph_task_update_*``)
-  do nothing, so the operators between them simply run.
+- NPU graphs (``NPUGraph``, ``graph``, the task-group updates) record the operators of a capture and run
+  them again on replay (``graphs.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +28,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from kvlint.runtime_probe.emulator.graphs import (  # noqa: F401 - torch.npu's graph API
+    NPUGraph,
+    TaskGroupHandle,
+    graph,
+    graph_pool_handle,
+    graph_task_group_begin,
+    graph_task_group_end,
+    graph_task_update_begin,
+    graph_task_update_end,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 
 DEVICE_NAME = "Ascend910B1 (kvlint CPU emulator)"
 """What ``get_device_name`` reports: an Atlas A2 name, so code that checks for ``910B`` takes the A2 path."""
@@ -344,49 +355,6 @@ def stream(stream: Stream | None) -> Iterator[Stream | None]:
         yield stream
     finally:
         set_stream(previous)
-
-
-# -- NPU graphs: not emulated -----------------------------------------------------------------------------
-_NO_GRAPHS = ("NPU graph capture is not emulated on a CPU (a graph replays device work that the CPU ran "
-              "already); run the model eagerly, e.g. with the engine's enforce-eager option")  # fmt: skip
-
-
-class NPUGraph:
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise NotImplementedError(_NO_GRAPHS)
-
-
-class graph:  # noqa: N801 - the name torch.npu.graph has on the device
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise NotImplementedError(_NO_GRAPHS)
-
-
-def is_current_stream_capturing() -> bool:
-    return False
-
-
-class TaskGroupHandle:
-    """``torch_npu._C._NPUTaskGroupHandle``: what ``graph_task_group_end`` returns."""
-
-
-def graph_task_group_begin(stream: Stream | None = None) -> None:
-    """Task groups mark operators of a captured graph for later updates; nothing is captured on a CPU."""
-
-
-def graph_task_group_end(stream: Stream | None = None) -> TaskGroupHandle:
-    return TaskGroupHandle()
-
-
-def graph_task_update_begin(stream: Stream | None, handle: TaskGroupHandle) -> None:
-    """The operators issued until ``graph_task_update_end`` run again, eagerly, with their new arguments."""
-
-
-def graph_task_update_end(stream: Stream | None = None) -> None:
-    """See ``graph_task_update_begin``."""
-
-
-def graph_pool_handle() -> None:
-    raise NotImplementedError(_NO_GRAPHS)
 
 
 # -- mixed precision --------------------------------------------------------------------------------------
