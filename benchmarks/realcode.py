@@ -1,4 +1,4 @@
-"""kvlint on public Ascend inference code: the repositories and commits of ``realcode_manifest.json``.
+"""kvlint on public Ascend inference code: the repositories and commits of ``realcode_recognition_manifest.json``.
 
     python benchmarks/realcode.py --repos DIR [--update-results] [--json OUT]
     python benchmarks/realcode.py --repos DIR --scan     # rewrite the manifest's file lists
@@ -43,7 +43,7 @@ from kvlint.analysis.names import NONE, enclosing_class, is_self, qualified_name
 from kvlint.catalogue.operators import NAMESPACES, OPERATORS  # noqa: E402
 from kvlint.checks.engine import _OwnTextBuilder  # noqa: E402
 
-MANIFEST = Path(__file__).resolve().parent / "realcode_manifest.json"
+MANIFEST = Path(__file__).resolve().parent / "realcode_recognition_manifest.json"
 OPERATOR_NAME = re.compile(r"\b(" + "|".join(sorted(map(re.escape, OPERATORS), key=len, reverse=True)) + r")\b")
 OVERLOAD_ATTRIBUTES = frozenset(op.overload for op in OPERATORS.values()) | {"default", "out"}
 
@@ -231,7 +231,8 @@ def render_recognition(result: Recognition, machine: str) -> str:
         f"Measured {machine}",
         "",
         f"`python benchmarks/realcode.py --repos DIR --measure recognition`: the files of "
-        f"`benchmarks/realcode_manifest.json` that name an operator, at the listed commits. An operator-named "
+        f"`benchmarks/realcode_recognition_manifest.json` that name an operator, at the listed commits. "
+        "An operator-named "
         f"call is a call whose callee's last name is one of the {len(OPERATORS)} catalogued operators; "
         "recognition = resolved / (resolved + missed) (target >= 99 %).",
         "",

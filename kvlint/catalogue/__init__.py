@@ -7,7 +7,8 @@
 - ``operator_names``: every operator name torch_npu, ATB and torchair define (generated from their sources by
   ``scripts/operator_names.py``);
 - ``rules``: the rule catalogue (code, symbol, level, summary), shared by every front-end and the probe;
-- ``rule_pages``: the text of each rule's documentation page.
+- ``rule_pages``: the text of each rule's documentation page, and ``pages``, which renders them;
+- ``project``: the distribution's name (``kvlint-ascend``) and the URLs its metadata declares.
 
 Imports: the standard library only. Every other package of kvlint may import this one.
 """

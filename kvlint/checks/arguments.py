@@ -15,6 +15,7 @@ from astroid import nodes
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import literal
 from kvlint.analysis.finding import Issue
+from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
     FA,
     FA_LAYOUTS,
@@ -51,6 +52,8 @@ def check_default_scale(site: CallSite) -> Iterator[Issue]:
     """KVL104: the scale defaults to 1.0, not 1/sqrt(head_dim); softmax then saturates silently."""
     if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_SCALE & site.keywords.keys():
         return
+    if computes_no_numbers(site):
+        return
     param = SCALE_PARAM[site.name]
     yield Issue("KVL104", site.call,
                 f"{site.name} called without '{param}': the default is 1.0, not 1/sqrt(head_dim); "
@@ -60,6 +63,8 @@ def check_default_scale(site: CallSite) -> Iterator[Issue]:
 def check_default_num_heads(site: CallSite) -> Iterator[Issue]:
     """KVL105: the query head count defaults to 1, which reads a BSH hidden axis as one huge head."""
     if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_NUM_HEADS & site.keywords.keys():
+        return
+    if computes_no_numbers(site):
         return
     param = NUM_HEADS_PARAM[site.name]
     yield Issue("KVL105", site.call,
@@ -193,7 +198,7 @@ def check_tnd_missing_lengths(site: CallSite) -> Iterator[Issue]:
     else:
         return
     missing = [name for name in needed if site.absent(name)]
-    if missing:
+    if missing and not computes_no_numbers(site):
         yield Issue("KVL111", _anchor(site, "input_layout"),
                     f"input_layout '{layout}' needs both {needed[0]} and {needed[1]} (cumulative lengths); "
                     f"missing: {', '.join(missing)}")

@@ -168,7 +168,10 @@ def _unknown_operator(name: str, namespace: str, imported: bool) -> str | None:
 
 def _misspelling_of(name: str, known: frozenset[str]) -> str | None:
     """The known name ``name`` misspells: one of its words left out, its words in another order, or one or
-    two letters off (digits aside: ``_v4`` may be newer than the list)."""
+    two letters off (digits aside: ``_v4`` may be newer than the list). The public spelling of a private
+    operator (``npu_x`` for ``_npu_x``) and the reverse are no misspelling: adaptor layers export them."""
+    if name.lstrip("_") in known or "_" + name in known:
+        return None
     words = name.split("_")
     reordered = [candidate for candidate in sorted(known) if sorted(candidate.split("_")) == sorted(words)]
     if reordered:
