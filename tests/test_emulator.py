@@ -7,7 +7,6 @@ import importlib
 import math
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,14 +19,6 @@ from kvlint.catalogue import operators
 from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    module = emulator.install()
-    yield module
-    if sys.modules.get("torch_npu") is module:
-        del sys.modules["torch_npu"]
 
 
 def bsh(batch: int = 2, seq: int = 5, hidden: int = 32, seed: int = 0) -> torch.Tensor:

@@ -5,22 +5,15 @@ NZ) read back by FIA and ATB, the MLA cache writer, the ATB attention forms, ``n
 from __future__ import annotations
 
 import types
-from collections.abc import Iterator
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kvlint.runtime_probe import emulator
 
 HEADS, KV_HEADS, DIM, BLOCK, BLOCKS = 4, 2, 32, 16, 8
 LENGTHS = [20, 9]
 TABLE = torch.tensor([[3, 5], [6, 0]], dtype=torch.int32)
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    yield emulator.install()
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float16, seed: int = 0) -> torch.Tensor:

@@ -8,21 +8,11 @@ import os
 import subprocess
 import sys
 import types
-from collections.abc import Iterator
 
 import pytest
 import torch
-from kvlint.runtime_probe import emulator
 
 from tests.conftest import ROOT
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    module = emulator.install()
-    yield module
-    if sys.modules.get("torch_npu") is module:
-        del sys.modules["torch_npu"]
 
 
 def test_torch_npu_has_a_spec_so_find_spec_answers(torch_npu: types.ModuleType) -> None:

@@ -4,21 +4,10 @@ captured attention calls new lengths."""
 
 from __future__ import annotations
 
-import sys
 import types
-from collections.abc import Iterator
 
 import pytest
 import torch
-from kvlint.runtime_probe import emulator
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    module = emulator.install()
-    yield module
-    if sys.modules.get("torch_npu") is module:
-        del sys.modules["torch_npu"]
 
 
 class _PagedDecode(torch.nn.Module):

@@ -4,18 +4,12 @@ against independent plain-torch formulas written here, and their fake kernels ag
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kvlint.runtime_probe import emulator
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    yield emulator.install()
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:

@@ -6,22 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import torch
-from kvlint.runtime_probe import emulator
 
 from tests.conftest import ROOT
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    module = emulator.install()
-    yield module
 
 
 def test_the_recipes_imports_resolve(torch_npu: types.ModuleType) -> None:
