@@ -9,8 +9,8 @@ a guard per variable: ``python -m kvlint.runtime_probe`` calls it again after se
 which must still take effect.
 
 ``KVLINT_EMULATE=1`` does not import torch at start-up: it adds a ``sys.meta_path`` entry that installs
-the emulator when the program first imports ``torch_npu``, so the processes that never do (pip, compile
-workers, tools) pay nothing. A real torch_npu, when there is one, is imported as usual (the emulator never
+the emulator when the program first imports ``torch_npu`` (or ``torchair``), so the processes that never
+do (pip, compile workers, tools) pay nothing. A real torch_npu, when there is one, is imported as usual (the emulator never
 shadows it) and the variable is announced as ignored.
 """
 
@@ -27,7 +27,7 @@ def _wanted(variable: str) -> bool:
 
 
 class _Installed:
-    """Loader of the emulated ``torch_npu`` that ``emulator.install()`` has put in ``sys.modules``."""
+    """Loader of a module that ``emulator.install()`` has already put in ``sys.modules``."""
 
     def __init__(self, module: object) -> None:
         self._module = module
@@ -39,11 +39,16 @@ class _Installed:
         """Nothing to run: the emulator built the module."""
 
 
+EMULATED = ("torch_npu", "torchair")
+"""The modules the emulator provides; importing either first installs it."""
+
+
 class EmulatorOnImport:
-    """A ``sys.meta_path`` entry that installs the CPU emulator the first time ``torch_npu`` is imported."""
+    """A ``sys.meta_path`` entry that installs the CPU emulator the first time ``torch_npu`` (or ``torchair``)
+    is imported."""
 
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
-        if fullname != "torch_npu":
+        if fullname not in EMULATED:
             return None
         if self in sys.meta_path:  # once: from now on the ordinary import system decides
             sys.meta_path.remove(self)
@@ -52,7 +57,16 @@ class EmulatorOnImport:
 
             from kvlint.runtime_probe import emulator
 
-            return ModuleSpec(fullname, _Installed(emulator.install()))
+            emulator.install()
+            module = sys.modules.get(fullname)
+            if module is None:  # torchair without the parts of torch it needs: the ordinary import decides
+                return None
+            # The import system returns the spec of a module already in sys.modules; the emulator's spec has
+            # no loader (a namespace package to the import system, which would replace the module by an empty
+            # one), so it gets one that hands back the module itself.
+            spec = getattr(module, "__spec__", None) or ModuleSpec(fullname, None)
+            spec.loader = _Installed(module)
+            return spec
         except Exception as exc:  # noqa: BLE001 - an import hook must never break the program's import
             print(f"kvlint: KVLINT_EMULATE ignored: {type(exc).__name__}: {exc}", file=sys.stderr)
             return None

@@ -91,6 +91,10 @@ def test_kvlint_emulate_acts_only_in_a_process_that_imports_torch_npu():
     used = python_c("import torch_npu; print(torch_npu.__kvlint_emulator__, torch_npu.npu_fused_infer_attention_score)",
                     KVLINT_EMULATE="1")
     assert used.stdout.startswith("True npu.npu_fused_infer_attention_score"), used.stderr
+    for first in ("torch_npu", "torchair"):  # either import installs the whole emulator, every operator on it
+        both = python_c(f"import {first}; import torch_npu, torchair; "
+                        "print(torch_npu.npu_format_cast, torchair.get_npu_backend.__name__)", KVLINT_EMULATE="1")
+        assert both.stdout.split() == ["npu.npu_format_cast", "get_npu_backend"], both.stderr
 
 
 @pytest.mark.slow
