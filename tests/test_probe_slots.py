@@ -2,11 +2,8 @@
 reads positions no write filled), on contiguous caches, paged caches and TND packed lengths; KVL505
 keyed so that separate requests and threads never compare.
 
-The engines are ``tests/probe_fixtures/serving.py`` on the emulated torch_npu; ``npu_scatter_pa_kv_cache``
-and ATB's ``_npu_reshape_and_cache`` have no emulator kernel, so the paged engines write through the
-stand-in's implementation
-(``tests/probe_fixtures/standin.py``), set on the emulated module and wrapped by the probe like any
-operator.
+The engines are ``tests/probe_fixtures/serving.py`` on the emulated torch_npu (its kernels write the
+caches, ``npu_scatter_pa_kv_cache`` and ATB's ``_npu_reshape_and_cache`` included).
 """
 
 from __future__ import annotations
@@ -17,13 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.probe_fixtures import serving, standin
+from tests.probe_fixtures import serving
 from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_line, probe  # noqa: F401
 
 SERVING = Path(serving.__file__)
 PATH = "tests/probe_fixtures/serving.py"
-SLOT_WRITER = {"npu_scatter_pa_kv_cache": standin.npu_scatter_pa_kv_cache,
-               "_npu_reshape_and_cache": standin._npu_reshape_and_cache}
 ENGINES = {"contiguous": serving.contiguous, "coordinates": serving.coordinates, "paged": serving.paged,
            "paged_atb": partial(serving.paged, atb=True), "packed": serving.packed}
 MARKS = {"paged_atb": "paged"}
@@ -40,7 +35,7 @@ def sites(running, code: str) -> set[tuple[str, int]]:
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_lengths_that_count_the_new_tokens_give_no_finding(engine, emulated):
-    running, torch_npu = emulated(SLOT_WRITER, sample=None)
+    running, torch_npu = emulated(sample=None)
     ENGINES[engine](torch_npu)
     assert codes(running) == {}
     assert all(site.compared == site.calls for site in running.recorder.sites.values() if "attention" in site.op)
@@ -48,7 +43,7 @@ def test_lengths_that_count_the_new_tokens_give_no_finding(engine, emulated):
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_the_decode_off_by_one_is_kvl509_at_the_attention_call(engine, emulated):
-    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    running, torch_npu = emulated(compare=False)
     ENGINES[engine](torch_npu, extra=-1)
     assert set(codes(running)) == {"KVL509"}
     assert sites(running, "KVL509") == {(PATH, marked(engine, "attention"))}
@@ -60,7 +55,7 @@ def test_the_decode_off_by_one_is_kvl509_at_the_attention_call(engine, emulated)
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_reading_one_position_past_the_written_ones_is_kvl510(engine, emulated):
-    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    running, torch_npu = emulated(compare=False)
     ENGINES[engine](torch_npu, extra=1)
     assert set(codes(running)) == {"KVL510"}
     assert sites(running, "KVL510") == {(PATH, marked(engine, "attention"))}
@@ -69,7 +64,7 @@ def test_reading_one_position_past_the_written_ones_is_kvl510(engine, emulated):
 
 
 def test_messages_name_the_request_position_and_lengths(emulated):
-    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    running, torch_npu = emulated(compare=False)
     serving.packed(torch_npu, extra=-1)
     (finding,) = running.recorder.findings.values()
     assert finding.message.startswith("batch 1's token was written at position 8 in this step "
@@ -102,7 +97,7 @@ def test_threads_with_their_own_caches_never_drift(emulated):
 def test_a_padded_batch_row_of_length_0_proves_nothing(emulated):
     """A decode batch padded to 3 rows (as for a captured graph): the padding row has KV length 0 and its
     token is written to a dummy block; only the real rows are judged."""
-    running, torch_npu = emulated(SLOT_WRITER, compare=False)
+    running, torch_npu = emulated(compare=False)
     k_cache, v_cache = torch.zeros(6, 16, 2, 16), torch.zeros(6, 16, 2, 16)
     table = torch.tensor([[0, 1], [2, 3], [5, 5]], dtype=torch.int32)
     for cache in (k_cache, v_cache):
