@@ -266,6 +266,29 @@ DOCS: dict[str, RuleDoc] = {
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
             "module does not import it.",
     ),
+    "KVL115": RuleDoc(
+        what="Reports a tensor passed for a scalar `int` parameter of an operator (`num_heads`, `block_size`, "
+             "`sparse_mode`, `key_antiquant_mode`, `scatter_update`'s `axis`, ...) where the code builds that "
+             "tensor with a torch function (`torch.tensor(...)`, `torch.ones(1).npu()`, ...). The length lists "
+             "(`SymInt[]`) and the `float` parameters are not judged.",
+        why="The dispatcher does not refuse a one-element tensor for an `int` parameter: it reads the value on "
+            "the host on every call (a device->host synchronisation on the NPU, and a captured NPUGraph keeps "
+            "the first value) and truncates a floating-point tensor toward zero, so "
+            "`num_heads=torch.tensor(3.9)` runs with 3 heads, without a warning. Only a tensor with several "
+            "elements raises. See [DSP-T4](../operators/dispatcher.md#dsp-t4).",
+        bad=_HEADER + "def decode(q, k_int8, v_int8, k_scale, v_scale, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_int8, v_int8, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+            "        key_antiquant_scale=k_scale, value_antiquant_scale=v_scale,\n"
+            "        key_antiquant_mode=torch.ones(1).npu(), value_antiquant_mode=1,\n    )\n",
+        good=_HEADER + "def decode(q, k_int8, v_int8, k_scale, v_scale, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_int8, v_int8, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+             "        key_antiquant_scale=k_scale, value_antiquant_scale=v_scale,\n"
+             "        key_antiquant_mode=1, value_antiquant_mode=1,\n    )\n",
+        references=(Reference("§7 What raises vs what is silent (a one-element tensor for an int is accepted)", OPS),),
+        no_fix="A float tensor may hold a value that is not the intended int; pass the int you mean.",
+    ),
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
              "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "

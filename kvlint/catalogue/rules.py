@@ -60,6 +60,8 @@ _TABLE: tuple[Rule, ...] = (
          "a TND/NTD layout without both the query and the KV length arguments"),
     Rule("KVL112", "torch-npu-alias", ERROR,
          "torch.<npu op> (always raises) or torch_npu.npu.<op> (does not exist)", fixable=True),
+    Rule("KVL115", "tensor-int-argument", WARNING,
+         "a tensor passed for an int parameter: read on the host, a float truncated toward zero"),
     Rule("KVL201", "atten-mask-dtype", ERROR, "atten_mask is not bool/int8/uint8 (float or additive mask)"),
     Rule("KVL202", "atten-mask-shape", ERROR,
          "sparse_mode 2/3/4 with a mask that is not the 2048x2048 template"),
