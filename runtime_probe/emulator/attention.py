@@ -1,7 +1,9 @@
 """The attention operators of the emulator: FIA v1/v2, IFA and PFA, with their ``.out`` overloads.
 
-CPU kernels are the float32 reference's functions; fake kernels give the output shapes and dtypes from
-the same layout code, so ``torch.compile`` and FakeTensor tracing work.
+CPU kernels are the float32 reference's functions, run after the documented constraints
+(``kvlint.runtime_probe.reference.constraints``): a call the device refuses raises the device's exception type
+(``RuntimeError``) naming the argument, the rule and its page. Fake kernels give the output shapes and dtypes
+from the same layout code, so ``torch.compile`` and FakeTensor tracing work.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from kvlint.runtime_probe.reference import constraints
 from kvlint.runtime_probe.reference import operators as reference
 from kvlint.runtime_probe.reference.attention_call import lse_dtype
 from kvlint.runtime_probe.reference.layouts import parse_layout, result_shapes
@@ -26,13 +29,24 @@ LSE_FLAG = {operators.FIA_V1: "softmax_lse_flag", operators.FIA_V2: "return_soft
 
 def kernels(op: operators.Operator) -> tuple[Callable[..., object], Callable[..., object]] | None:
     """(CPU kernel, fake kernel) of one attention overload, or None for another operator."""
-    function = REFERENCES.get(op.name)
-    if function is None:
+    reference_function = REFERENCES.get(op.name)
+    if reference_function is None:
         return None
+    function = _refusing(op.name, reference_function)
     fake = _attention_fake(op.name)
     if op.overload == "out":
         return _out_kernel(function), _out_kernel(fake)
     return function, fake
+
+
+def _refusing(name: str, function: Callable[..., object]) -> Callable[..., object]:
+    """The reference function behind the device's documented refusals."""
+
+    def kernel(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> object:
+        constraints.refuse(name, {"query": query, "key": key, "value": value, **reference.bind(name, keywords)})
+        return function(query, key, value, **keywords)
+
+    return kernel
 
 
 def _out_kernel(function: Callable[..., object]) -> Callable[..., object]:

@@ -1,0 +1,447 @@
+"""The documented operator constraints (``kvlint.runtime_probe.reference.constraints``), one case each: the
+emulator refuses a call that breaks it with the device's exception type and a message naming the argument, the
+rule and its page (or, where the device computes something undocumented, computes it), the probe reports it
+under its code, and a valid neighbouring call passes both."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from kvlint.runtime_probe import emulator
+from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
+from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
+from kvlint.runtime_probe.reference import constraints
+from kvlint.runtime_probe.reference.call_facts import Facts
+from kvlint.runtime_probe.reference.constraints import CONSTRAINTS, Constraint
+
+from kvlint.catalogue.operators import FA, FIA_V1, FIA_V2, IFA, OPERATORS, PFA
+from kvlint.catalogue.rules import ERROR, RULES, WARNING
+from tests.probe_fixtures.harness import probe  # noqa: F401
+
+ROOT = Path(__file__).resolve().parent.parent
+HALF, BF16 = torch.float16, torch.bfloat16
+TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+Args = tuple[tuple[torch.Tensor, ...], dict[str, object]]
+
+
+def t(*shape: int, dtype: torch.dtype = HALF, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def int8(*shape: int) -> torch.Tensor:
+    return torch.randint(-8, 8, shape, dtype=torch.int8, generator=torch.Generator().manual_seed(3))
+
+
+def table(rows: int, blocks: int) -> torch.Tensor:
+    return torch.arange(rows * blocks, dtype=torch.int32).view(rows, blocks)
+
+
+@dataclass(frozen=True)
+class Case:
+    op: str
+    check: Callable[[Facts], str | None]
+    bad: Callable[[], Args]
+    good: Callable[[], Args]
+    note: str = ""
+    computed: bool = True
+    """False: the neighbour is too large to compute here (4096 batches); the table and the probe judge it."""
+
+    @property
+    def row(self) -> Constraint:
+        return next(c for c in CONSTRAINTS if c.check is self.check and self.op in c.operators)
+
+    @property
+    def name(self) -> str:
+        return f"{self.row.id}-{self.check.__name__}-{self.op.removeprefix('npu_')}{self.note}"
+
+
+# Calls ------------------------------------------------------------------------------------------------
+
+
+def bnsd(q_seq: int, layout: str = "BNSD", heads: int = 2) -> Args:
+    return (t(1, heads, q_seq, 16), t(1, heads, 8, 16), t(1, heads, 8, 16)), {
+        "num_heads": heads, "scale": 0.25, "input_layout": layout}  # fmt: skip
+
+
+def sink_call(dims: tuple[int, int, int] = (64, 64, 64), sink: torch.Tensor | None = None, heads_kv: int = 4,
+              **extra: object) -> Args:
+    q_dim, k_dim, v_dim = dims
+    return (t(7, 4, q_dim), t(12, heads_kv, k_dim), t(12, heads_kv, v_dim)), {
+        "num_query_heads": 4, "num_key_value_heads": heads_kv, "softmax_scale": 0.1, "input_layout": "TND",
+        "actual_seq_qlen": [3, 7],
+        "actual_seq_kvlen": [5, 12], "learnable_sink": t(4, dtype=BF16) if sink is None else sink, **extra}  # fmt: skip
+
+
+def mla(dim: int, lse: bool = False, **extra: object) -> Args:
+    return (t(1, 1, 2, dim), t(1, 4, 1, dim), t(1, 4, 1, dim)), {
+        "query_rope": t(1, 1, 2, 64), "key_rope": t(1, 4, 1, 64), "num_heads": 2, "num_key_value_heads": 1,
+        "scale": 0.05, "input_layout": "BSND", "softmax_lse_flag": lse, **extra}  # fmt: skip
+
+
+def separated(q_seq: int, key_mode: int, value_mode: int) -> Args:
+    def scale(mode: int) -> torch.Tensor:
+        return torch.rand(1, 8) + 0.5 if mode == 1 else torch.rand(32) + 0.5
+
+    return (t(1, q_seq, 32), int8(1, 8, 32), int8(1, 8, 32)), {
+        "num_heads": 2, "scale": 0.25, "key_antiquant_scale": scale(key_mode), "key_antiquant_mode": key_mode,
+        "value_antiquant_scale": scale(value_mode), "value_antiquant_mode": value_mode}  # fmt: skip
+
+
+def combined(q_seq: int, mode: int, scale_dtype: torch.dtype = HALF) -> Args:
+    return (t(1, q_seq, 32), int8(1, 8, 32), int8(1, 8, 32)), {
+        "num_heads": 2, "scale": 0.25, "antiquant_scale": (torch.rand(2, 32) + 0.5).to(scale_dtype),
+        "antiquant_mode": mode}  # fmt: skip
+
+
+def bsh(q_seq: int = 1, heads: int = 2, dim: int = 16, batch: int = 1, **extra: object) -> Args:
+    return (t(batch, q_seq, heads * dim), t(batch, 8, heads * dim), t(batch, 8, heads * dim)), {
+        "num_heads": heads, "scale": 0.25, **extra}  # fmt: skip
+
+
+def paged(layout: str, cache: tuple[int, ...], block_size: int, q_seq: int = 1, kv: torch.dtype = HALF,
+          **extra: object) -> Args:
+    query = t(1, q_seq, 32) if layout == "BSH" else t(1, 2, q_seq, 16)
+    k = int8(*cache) if kv == torch.int8 else t(*cache, seed=1)
+    return (query, k, k.clone()), {
+        "num_heads": 2, "num_key_value_heads": 2, "scale": 0.25, "input_layout": layout,
+        "block_table": table(1, 2), "block_size": block_size, "actual_seq_lengths_kv": [min(9, 2 * block_size)],
+        **extra}  # fmt: skip
+
+
+def ifa_paged(layout: str, cache: tuple[int, ...], block_size: int = 16) -> Args:
+    (q, k, v), kw = paged(layout, cache, block_size)
+    kw["actual_seq_lengths"] = kw.pop("actual_seq_lengths_kv")
+    kw["scale_value"] = kw.pop("scale")
+    return (q, k, v), kw
+
+
+def ifa_dim(dim: int) -> Args:
+    return (t(1, 1, 1, dim), t(1, 1, 8, dim), t(1, 1, 8, dim)), {"num_heads": 1, "scale_value": 0.04,
+                                                                 "input_layout": "BNSD"}
+
+
+def tnd(dim: int = 128, value_dim: int | None = None, heads: int = 2, kv_heads: int = 1, batches: int = 2,
+        **extra: object) -> Args:
+    tokens = 3 * batches
+    return (t(tokens, heads, dim), t(tokens, kv_heads, dim), t(tokens, kv_heads, value_dim or dim)), {
+        "num_heads": heads, "num_key_value_heads": kv_heads, "scale": 0.1, "input_layout": "TND",
+        "actual_seq_lengths": [3 * (b + 1) for b in range(batches)],
+        "actual_seq_lengths_kv": [3 * (b + 1) for b in range(batches)], **extra}  # fmt: skip
+
+
+def tnd_paged(block_size: int) -> Args:
+    (q, _, _), kw = tnd(heads=2, kv_heads=2)
+    cache = t(2, block_size, 256, seed=1)
+    kw.update(block_table=table(2, 1), block_size=block_size, actual_seq_lengths_kv=[5, 3])
+    return (q, cache, cache.clone()), kw
+
+
+def mla_paged(block_size: int) -> Args:
+    (q, _, _), kw = mla(512)
+    cache = t(2, block_size, 512, seed=1)
+    kw.update(key_rope=t(2, block_size, 64, seed=2), block_table=table(1, 2), block_size=block_size,
+              actual_seq_lengths_kv=[9], input_layout="BSND")  # fmt: skip
+    return (q, cache, cache), kw
+
+
+def mla_bnsd_nbsd_decode() -> Args:
+    return (t(1, 2, 1, 512), t(1, 1, 8, 512), t(1, 1, 8, 512)), {
+        "query_rope": t(1, 2, 1, 64), "key_rope": t(1, 1, 8, 64), "num_query_heads": 2, "num_key_value_heads": 1,
+        "softmax_scale": 0.05, "input_layout": "BNSD_NBSD"}  # fmt: skip
+
+
+def mla_one_head_cache(layout: str) -> Args:
+    (q, _, _), kw = mla(512, input_layout=layout)
+    cache, rope = t(2, 1, 16, 512, seed=1), t(2, 1, 16, 64, seed=2)  # (blocks, KV_N = 1, block_size, D)
+    kw.update(key_rope=rope, block_table=table(1, 2), block_size=16, actual_seq_lengths_kv=[20])
+    return (q, cache, cache), kw
+
+
+def heads(q_heads: int, kv_heads: int, op: str = FIA_V1) -> Args:
+    names = {FIA_V1: ("num_heads", "scale"), PFA: ("num_heads", "scale_value"), IFA: ("num_heads", "scale_value")}
+    head_name, scale = names[op]
+    q_seq = 1 if op == IFA else 2
+    return (t(1, q_heads, q_seq, 16), t(1, kv_heads, 8, 16), t(1, kv_heads, 8, 16)), {
+        head_name: q_heads, "num_key_value_heads": kv_heads, scale: 0.25, "input_layout": "BNSD"}  # fmt: skip
+
+
+def pse(op: str, q_seq: int, q_dtype: torch.dtype, pse_dtype: torch.dtype, dim: int = 16) -> Args:
+    scale = "scale" if op == FIA_V1 else "scale_value"
+    return (t(1, q_seq, 2 * dim, dtype=q_dtype), t(1, 8, 2 * dim, dtype=q_dtype), t(1, 8, 2 * dim, dtype=q_dtype)), {
+        "num_heads": 2, scale: 0.25, "pse_shift": t(1, 2, q_seq, 8, dtype=pse_dtype)}  # fmt: skip
+
+
+def fa(pre: int, nxt: int) -> Args:
+    return (t(1, 4, 2, 16), t(1, 8, 2, 16), t(1, 8, 2, 16), 2, "BSND"), {
+        "atten_mask": torch.zeros(4, 8, dtype=torch.bool), "sparse_mode": 4, "pre_tockens": pre,
+        "next_tockens": nxt}  # fmt: skip
+
+
+def with_(args: Args, **extra: object) -> Args:
+    tensors, kw = args
+    return tensors, {**kw, **extra}
+
+
+def v2(args: Args) -> Args:
+    """A v1 call spelled for FIA v2."""
+    tensors, kw = args
+    renamed = {"num_heads": "num_query_heads", "scale": "softmax_scale", "actual_seq_lengths": "actual_seq_qlen",
+               "actual_seq_lengths_kv": "actual_seq_kvlen"}  # fmt: skip
+    return tensors, {renamed.get(name, name): value for name, value in kw.items()}
+
+
+C = constraints
+CASES = [
+    Case(FIA_V1, C.bnsd_bsnd_needs_prefill, lambda: bnsd(1, "BNSD_BSND"), lambda: bnsd(4, "BNSD_BSND")),
+    Case(FIA_V2, C.bnsd_bsnd_needs_prefill, lambda: v2(bnsd(1, "BNSD_BSND")), lambda: v2(bnsd(2, "BNSD_BSND"))),
+    Case(FIA_V1, C.bnsd_nbsd_query_length, lambda: bnsd(32, "BNSD_NBSD"), lambda: bnsd(16, "BNSD_NBSD")),
+    Case(FIA_V2, C.sink_layout, lambda: v2(bsh(learnable_sink=t(2, dtype=BF16))), lambda: sink_call()),
+    Case(FIA_V2, C.sink_value_dim, lambda: sink_call((192, 192, 192)), lambda: sink_call((192, 192, 128))),
+    Case(FIA_V2, C.sink_dtype_and_shape, lambda: sink_call(sink=t(4, dtype=torch.float32)), lambda: sink_call()),
+    Case(FIA_V2, C.sink_dtype_and_shape, lambda: sink_call(sink=t(1, 4, dtype=BF16)), lambda: sink_call(),
+         note="-shape"),
+    Case(FIA_V2, C.sink_exclusions, lambda: sink_call(pse_shift=t(1, 4, 3, 5)), lambda: sink_call()),
+    Case(FIA_V1, C.mla_query_dim, lambda: mla(256), lambda: mla(128)),
+    Case(FIA_V1, C.antiquant_modes_equal, lambda: separated(1, 1, 0), lambda: separated(1, 0, 1)),
+    Case(FIA_V1, C.antiquant_modes_prefill, lambda: separated(4, 2, 2), lambda: separated(4, 1, 1)),
+    Case(FIA_V1, C.combined_antiquant_mode_decode, lambda: combined(1, 2), lambda: combined(1, 0)),
+    Case(FIA_V1, C.combined_antiquant_scale_prefill, lambda: combined(4, 0, torch.float32), lambda: combined(4, 0)),
+    Case(FIA_V1, C.combined_antiquant_mode_ignored, lambda: combined(4, 1), lambda: combined(4, 0)),
+    Case(FIA_V1, C.inner_precise_fia, lambda: bsh(inner_precise=2), lambda: bsh(inner_precise=1)),
+    Case(FIA_V1, C.inner_precise_fia, lambda: bsh(4, inner_precise=7), lambda: bsh(4, inner_precise=3), note="-7"),
+    Case(IFA, C.inner_precise_ifa, lambda: with_(ifa_paged("BSH", (2, 16, 32)), inner_precise=2),
+         lambda: with_(ifa_paged("BSH", (2, 16, 32)), inner_precise=0)),
+    Case(FIA_V1, C.mask_dtype, lambda: bsh(4, sparse_mode=3, atten_mask=TEMPLATE.to(HALF)),
+         lambda: bsh(4, sparse_mode=3, atten_mask=TEMPLATE)),
+    Case(IFA, C.mask_dtype, lambda: with_(ifa_paged("BSH", (2, 16, 32)), atten_mask=torch.zeros(1, 32, dtype=HALF)),
+         lambda: with_(ifa_paged("BSH", (2, 16, 32)), atten_mask=torch.zeros(1, 32, dtype=torch.bool))),
+    Case(PFA, C.mask_dtype, lambda: with_(heads(2, 2, PFA), atten_mask=torch.zeros(2, 8)),
+         lambda: with_(heads(2, 2, PFA), atten_mask=torch.zeros(2, 8, dtype=torch.bool))),
+    Case(FIA_V1, C.mask_shape_documented, lambda: bsh(4, batch=2, atten_mask=torch.zeros(2, 4, 8, dtype=torch.bool)),
+         lambda: bsh(4, batch=2, atten_mask=torch.zeros(2, 1, 4, 8, dtype=torch.bool))),
+    Case(FIA_V1, C.mask_shape_documented, lambda: with_(tnd(), atten_mask=torch.zeros(3, 3, dtype=torch.bool)),
+         lambda: with_(tnd(), atten_mask=torch.zeros(1, 3, 3, dtype=torch.bool)), note="-tnd"),
+    Case(FIA_V1, C.heads_major_cache_layout, lambda: paged("BSH", (2, 2, 16, 16), 16),
+         lambda: paged("BNSD", (2, 2, 16, 16), 16)),
+    Case(IFA, C.heads_major_cache_layout, lambda: ifa_paged("BSND", (2, 2, 16, 16)),
+         lambda: ifa_paged("BNSD", (2, 2, 16, 16))),
+    Case(FIA_V1, C.tokens_major_cache, lambda: paged("BNSD", (2, 16, 2, 16), 16),
+         lambda: paged("BNSD", (2, 2, 16, 16), 16)),
+    Case(IFA, C.tokens_major_cache, lambda: ifa_paged("BSH", (2, 16, 2, 16)), lambda: ifa_paged("BSH", (2, 16, 32))),
+    Case(FIA_V1, C.block_size_prefill, lambda: paged("BSH", (2, 16, 32), 16, q_seq=4),
+         lambda: paged("BSH", (2, 128, 32), 128, q_seq=4)),
+    Case(FIA_V1, C.block_size_decode, lambda: paged("BSH", (2, 8, 32), 8), lambda: paged("BSH", (2, 16, 32), 16)),
+    Case(FIA_V1, C.block_size_decode, lambda: paged("BSH", (2, 16, 32), 16, kv=torch.int8,
+                                                    key_antiquant_scale=torch.ones(32),
+                                                    value_antiquant_scale=torch.ones(32)),
+         lambda: paged("BSH", (2, 32, 32), 32, kv=torch.int8, key_antiquant_scale=torch.ones(32),
+                       value_antiquant_scale=torch.ones(32)), note="-int8"),
+    Case(FIA_V1, C.block_size_tnd, lambda: tnd_paged(8), lambda: tnd_paged(32)),
+    Case(FIA_V1, C.block_size_mla, lambda: mla_paged(24), lambda: mla_paged(32)),
+    Case(IFA, C.block_size_ifa, lambda: ifa_paged("BSH", (2, 8, 32), 8), lambda: ifa_paged("BSH", (2, 16, 32), 16)),
+    Case(FIA_V1, C.paged_prefill_antiquant,
+         lambda: paged("BSH", (2, 128, 32), 128, q_seq=4, kv=torch.int8, key_antiquant_scale=torch.ones(32),
+                       value_antiquant_scale=torch.ones(32)),
+         lambda: paged("BSH", (2, 128, 32), 128, q_seq=4)),
+    Case(FIA_V1, C.tnd_head_dims, lambda: tnd(64), lambda: tnd(128)),
+    Case(FIA_V2, C.tnd_head_dims, lambda: v2(tnd(192)), lambda: v2(tnd(192, 128)), note="-gqa192"),
+    Case(FIA_V1, C.tnd_batch_limit, lambda: tnd(heads=1, batches=4097), lambda: tnd(heads=1, batches=4096),
+         computed=False),
+    Case(FIA_V1, C.axis_limits_65536, lambda: heads(300, 300), lambda: heads(256, 256)),
+    Case(PFA, C.axis_limits_65536, lambda: heads(300, 300, PFA), lambda: heads(256, 256, PFA)),
+    Case(IFA, C.axis_limits_ifa, lambda: ifa_dim(576), lambda: ifa_dim(512)),
+    Case(FIA_V1, C.gqa_ratio, lambda: heads(128, 1), lambda: heads(64, 1)),
+    Case(IFA, C.gqa_ratio, lambda: heads(128, 1, IFA), lambda: heads(64, 1, IFA)),
+    Case(PFA, C.gqa_ratio, lambda: heads(128, 1, PFA), lambda: heads(64, 1, PFA)),
+    Case(FIA_V1, C.value_rank, lambda: ((t(1, 4, 32), t(1, 8, 32), t(1, 2, 8, 16)), {"num_heads": 2, "scale": 0.25}),
+         lambda: bsh(4)),
+    Case(IFA, C.ifa_kv_shapes, lambda: ((t(1, 1, 32), t(1, 8, 32), t(1, 9, 32)), {"num_heads": 2, "scale_value": 0.2}),
+         lambda: ((t(1, 1, 32), t(1, 8, 32), t(1, 8, 32)), {"num_heads": 2, "scale_value": 0.2})),
+    Case(FIA_V1, C.pse_dtype, lambda: pse(FIA_V1, 1, HALF, BF16), lambda: pse(FIA_V1, 1, HALF, HALF)),
+    Case(IFA, C.pse_dtype, lambda: pse(IFA, 1, HALF, torch.float32), lambda: pse(IFA, 1, HALF, HALF)),
+    Case(PFA, C.pse_dtype, lambda: pse(PFA, 4, BF16, HALF), lambda: pse(PFA, 4, BF16, BF16)),
+    Case(FIA_V1, C.pse_head_dim, lambda: pse(FIA_V1, 1, HALF, HALF, dim=24), lambda: pse(FIA_V1, 4, HALF, HALF, 24)),
+    Case(IFA, C.pse_head_dim, lambda: pse(IFA, 1, HALF, HALF, dim=24), lambda: pse(IFA, 1, HALF, HALF, dim=32)),
+    Case(FIA_V1, C.pse_layout, lambda: with_(tnd(), pse_shift=t(1, 2, 3, 3)),
+         lambda: with_(bsh(3), pse_shift=t(1, 2, 3, 8))),
+    Case(FIA_V1, C.pse_layout, lambda: mla(128, pse_shift=t(1, 2, 1, 4)), lambda: mla(128), note="-mla"),
+    Case(FIA_V1, C.int8_output_negative_band,
+         lambda: bsh(4, sparse_mode=4, atten_mask=TEMPLATE, pre_tokens=-1, next_tokens=3, quant_scale2=torch.ones(1)),
+         lambda: bsh(4, sparse_mode=4, atten_mask=TEMPLATE, pre_tokens=-1, next_tokens=3)),
+    Case(FA, C.fa_negative_band, lambda: fa(8, -8), lambda: fa(4, -2)),
+    Case(FA, C.fa_negative_band, lambda: fa(-2, 1), lambda: fa(-2, 2), note="-pre"),
+]
+
+
+# The test ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def torch_npu() -> Iterator[types.ModuleType]:
+    previous = sys.modules.pop("torch_npu", None)
+    module = emulator.install()
+    yield module
+    sys.modules.pop("torch_npu", None)
+    if previous is not None:
+        sys.modules["torch_npu"] = previous
+
+
+def probe_findings(op: str, args: Args) -> dict[str, str]:
+    """The probe's argument checks on the call, bound as a live call (code -> message)."""
+    tensors, kw = args
+    bound = bind(OPERATORS[op], tensors, kw)
+    assert bound is not None
+    call = LiveCall(OPERATORS[op], bound, is_concrete(list(bound.values())))
+    return {code: message for code, check in ARGUMENT_CHECKS.items() if (message := check(call))}
+
+
+def expected_text(case: Case, args: Args) -> str:
+    """This row's violation, as the emulator and the probe word it."""
+    tensors, kw = args
+    bound = bind(OPERATORS[case.op], tensors, kw)
+    problem = case.check(Facts(case.op, bound))
+    assert problem, f"the bad call does not break {case.row.id}"
+    return str(constraints.Violation(case.row, problem))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_the_emulator_refuses_the_probe_reports_and_the_neighbour_passes(case: Case, torch_npu) -> None:
+    bad, good = case.bad(), case.good()
+    text = expected_text(case, bad)
+    assert case.row.doc in text and case.row.id in text
+    findings = probe_findings(case.op, bad)
+    assert case.row.code in findings
+    if case.row.code.startswith("KVL52") or case.row.code.startswith("KVL53"):
+        assert findings[case.row.code] == text
+    operator = getattr(torch_npu, case.op)
+    if case.op == FA:  # the emulator has no npu_fusion_attention kernel: the table refuses the bound call
+        with pytest.raises(RuntimeError, match=re.escape(text)):
+            constraints.refuse(case.op, bind(OPERATORS[case.op], *bad))
+    elif case.row.raises is not None:
+        with pytest.raises(case.row.raises, match=re.escape(text)):
+            operator(*bad[0], **bad[1])
+    else:
+        operator(*bad[0], **bad[1])  # the device computes it: so does the emulator, and the probe warns
+    assert case.row.code not in probe_findings(case.op, good)
+    assert case.check(Facts(case.op, bind(OPERATORS[case.op], *good))) is None
+    if case.op != FA and case.computed:
+        operator(*good[0], **good[1])
+
+
+def test_every_constraint_has_a_case() -> None:
+    covered = {(case.row.id, case.check) for case in CASES}
+    missing = [f"{row.id} {row.check.__name__}" for row in CONSTRAINTS if (row.id, row.check) not in covered]
+    assert not missing
+
+
+def test_probe_codes_say_whether_the_device_raises() -> None:
+    for row in CONSTRAINTS:
+        assert RULES[row.code].severity == (ERROR if row.raises is not None else WARNING), row.id
+        assert row.raises in (None, RuntimeError), "every device check surfaces as RuntimeError (DSP-C15, DSP-C24)"
+
+
+def test_every_constraint_names_an_anchor_of_its_page() -> None:
+    for row in CONSTRAINTS:
+        page, anchor = row.page.split("#")
+        assert f'<a id="{anchor}"></a>' in (ROOT / "docs" / "operators" / page).read_text(encoding="utf-8"), row.id
+
+
+def test_the_catalogue_says_what_enforces_each_constraint() -> None:
+    """docs/operators/constraints.md: each enforced id's row names its probe code in "enforced by"."""
+    text = (ROOT / "docs" / "operators" / "constraints.md").read_text(encoding="utf-8")
+    for row in CONSTRAINTS:
+        lines = [line for line in text.splitlines() if line.startswith(f"| [{row.id}](")]
+        assert lines, f"{row.id} has no row in the catalogue"
+        assert any(row.code in line.rsplit("|", 2)[1] for line in lines), f"{row.id}: 'enforced by' lacks {row.code}"
+
+
+@pytest.mark.parametrize(
+    ("op", "args"),
+    [
+        (FIA_V2, lambda: mla_bnsd_nbsd_decode()),  # vllm-ascend's MLA decode: BNSD_NBSD at Q_S = 1
+        (FIA_V1, lambda: mla(512, lse=True)),  # vllm-ascend's context-parallel MLA: v1 with the lse at D = 512
+        (FIA_V1, lambda: mla_one_head_cache("BSND")),  # one KV head: both 4-D cache forms are (blocks, bs, D)
+        (FIA_V2, lambda: sink_call()),  # the sink where the documentation puts it
+    ],
+    ids=["mla-bnsd-nbsd-decode", "mla-512-lse", "one-head-4d-cache", "sink-tnd"],
+)
+def test_patterns_of_public_code_are_not_refused(op: str, args: Callable[[], Args], torch_npu) -> None:
+    tensors, kw = args()
+    assert constraints.violations(op, bind(OPERATORS[op], tensors, kw)) == []
+    getattr(torch_npu, op)(*tensors, **kw)
+
+
+def test_head_dims_public_code_runs_are_warned_about_not_refused(torch_npu) -> None:
+    """FIA-C55 lists few TND head dims, but vllm-ascend (GPT-OSS: D = 64, GQA, a sink) and cann-recipes-infer
+    (Gemma 4: D = 256) run others on devices: the probe warns, the emulator computes."""
+    for tensors, kw in (sink_call(heads_kv=2), v2(tnd(256))):
+        assert [v.constraint.code for v in constraints.violations(FIA_V2, bind(OPERATORS[FIA_V2], tensors, kw))] == [
+            "KVL531"]
+        torch_npu.npu_fused_infer_attention_score_v2(*tensors, **kw)
+
+
+def test_quantised_query_modes_are_not_judged_as_antiquant() -> None:
+    """MindIE-SD's Ascend950 fp8 path passes query/key/value_quant_mode=7 with fp8 tensors: not KV antiquant."""
+    fp8 = torch.float8_e4m3fn
+    tensors = (t(1, 2, 4, 16).to(fp8), t(1, 2, 8, 16).to(fp8), t(1, 2, 8, 16).to(fp8))
+    kw = {"input_layout": "BNSD", "num_query_heads": 2, "softmax_scale": 0.25, "query_quant_mode": 7,
+          "key_quant_mode": 7, "value_quant_mode": 7, "dequant_scale_query": torch.ones(1),
+          "dequant_scale_key": torch.ones(1), "dequant_scale_value": torch.ones(1), "out_dtype": 1}  # fmt: skip
+    assert constraints.violations(FIA_V2, bind(OPERATORS[FIA_V2], tensors, kw)) == []
+
+
+def test_the_combined_mode_the_device_ignores_is_ignored_by_the_emulator(torch_npu) -> None:
+    """FIA-C64: with Q_S > 1 the emulator, like the device, dequantises per channel whatever antiquant_mode."""
+    (q, k, v), kw = combined(4, 1)
+    ignored, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)
+    per_channel, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, **{**kw, "antiquant_mode": 0})
+    assert torch.equal(ignored, per_channel)
+
+
+def test_a_float_tensor_for_an_int_parameter_is_truncated_as_on_the_device(torch_npu) -> None:
+    """DSP-T4: the emulator goes through the same dispatcher, which truncates toward zero; the probe says so."""
+    (q, k, v), kw = bsh(1, heads=3)
+    truncated, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, **{**kw, "num_heads": torch.tensor(3.9)})
+    three, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)
+    assert torch.equal(truncated, three)
+    findings = probe_findings(FIA_V1, ((q, k, v), {**kw, "num_heads": torch.tensor(3.9)}))
+    assert "runs as num_heads=3" in findings["KVL537"] and "KVL536" not in findings
+    with pytest.raises(RuntimeError, match="num_heads"):  # several elements: the dispatcher refuses
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **{**kw, "num_heads": torch.ones(2)})
+
+
+@pytest.mark.parametrize(
+    ("keywords", "expected"),
+    [
+        ({"key_antiquant_mode": torch.ones(1)}, {"KVL536"}),
+        ({"num_heads": torch.tensor(2, dtype=torch.int32)}, {"KVL536"}),
+        ({"scale": torch.tensor(0.25)}, {"KVL536"}),
+        ({"softmax_lse_flag": torch.tensor(True)}, {"KVL536"}),
+        ({"num_heads": torch.tensor(2.5)}, {"KVL537"}),
+        ({"num_heads": torch.tensor(-2.5)}, {"KVL537"}),
+        ({"num_heads": 2, "scale": 0.25}, set()),
+        ({"actual_seq_lengths_kv": torch.tensor([8])}, set()),
+    ],
+)
+def test_scalars_passed_as_tensors(keywords: dict, expected: set) -> None:
+    (q, k, v), kw = bsh(1)
+    found = set(probe_findings(FIA_V1, ((q, k, v), {**kw, **keywords}))) & {"KVL536", "KVL537"}
+    assert found == expected
+
+
+def test_the_probe_reports_a_refused_call_at_the_user_line_and_the_error_reaches_the_user(probe, torch_npu) -> None:
+    running = probe(compare=False)
+    (q, k, v), kw = bnsd(1, "BNSD_BSND")
+    with pytest.raises(RuntimeError, match="FIA-C2"):
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)  # refused here
+    found = {(f.code, f.path, f.line) for f in running.recorder.findings.values()}
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# refused here"))
+    assert ("KVL520", "tests/test_constraints.py", line) in found
+
