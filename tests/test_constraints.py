@@ -22,6 +22,7 @@ from kvlint.runtime_probe.reference.call_facts import Facts
 from kvlint.runtime_probe.reference.constraints import CONSTRAINTS, Constraint
 
 from kvlint.catalogue.operators import FA, FIA_V1, FIA_V2, IFA, OPERATORS, PFA
+from kvlint.catalogue.rule_pages import PROBE_DOCS
 from kvlint.catalogue.rules import ERROR, RULES, WARNING
 from tests.probe_fixtures.harness import probe  # noqa: F401
 
@@ -351,6 +352,16 @@ def test_every_constraint_names_an_anchor_of_its_page() -> None:
     for row in CONSTRAINTS:
         page, anchor = row.page.split("#")
         assert f'<a id="{anchor}"></a>' in (ROOT / "docs" / "operators" / page).read_text(encoding="utf-8"), row.id
+
+
+def test_each_constraint_code_has_its_page_text_linking_existing_anchors() -> None:
+    codes = {row.code for row in CONSTRAINTS if row.code >= "KVL520"} | {"KVL536", "KVL537"}
+    assert set(PROBE_DOCS) == codes
+    for code, doc in PROBE_DOCS.items():
+        assert doc.what and doc.why and doc.bad and doc.good and doc.no_fix, code
+        for reference in doc.references:
+            page, anchor = reference.url.removeprefix("../operators/").split("#")
+            assert f'<a id="{anchor}"></a>' in (ROOT / "docs" / "operators" / page).read_text(encoding="utf-8"), code
 
 
 def test_the_catalogue_says_what_enforces_each_constraint() -> None:

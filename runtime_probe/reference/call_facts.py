@@ -14,7 +14,6 @@ Layout forms: ``docs/semantics.md`` section 2; paged caches: ``docs/operators/fu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cached_property
 
 import torch
 
@@ -45,70 +44,38 @@ def axes(shape: torch.Size, form: str) -> dict[str, int] | None:
 
 
 class Facts:
-    """The metadata of one bound call of an attention operator (FIA v1/v2, IFA, PFA)."""
+    """The metadata of one bound call of an attention operator (FIA v1/v2, IFA, PFA; FA by name only).
+    Computed once, eagerly: a handful of dict lookups, cheaper than lazy properties for one call's checks."""
 
     def __init__(self, op: str, args: Mapping[str, object]) -> None:
         self.op = op
         self.args = args
-
-    def name(self, v1_name: str) -> str:
-        """The operator's own spelling of a FIA v1 parameter (``num_heads`` -> ``num_query_heads`` on v2)."""
-        return V1_TO_V2.get(v1_name, v1_name) if self.op == FIA_V2 else v1_name
-
-    def tensor(self, name: str) -> torch.Tensor | None:
-        value = self.args.get(name)
-        return value if isinstance(value, torch.Tensor) else None
-
-    def given(self, *names: str) -> list[str]:
-        """Those of ``names`` that the call passes a tensor for."""
-        return [name for name in names if self.tensor(name) is not None]
-
-    def integer(self, name: str) -> int | None:
-        """An int argument (a bool counts, as the dispatcher takes it); None when it is anything else."""
-        value = self.args.get(name)
-        return int(value) if isinstance(value, int) else None
-
-    @cached_property
-    def layout(self) -> str | None:
-        value = self.args.get("input_layout")
-        return value if isinstance(value, str) and value in LAYOUTS.get(self.op, ()) else None
-
-    @cached_property
-    def form(self) -> str | None:
+        self.tensors = {name: value for name, value in args.items() if isinstance(value, torch.Tensor)}
+        layout = args.get("input_layout")
+        self.layout = layout if isinstance(layout, str) and layout in LAYOUTS.get(op, ()) else None
+        self.form = None if self.layout is None else self.layout.partition("_")[0]
         """The form of query/key/value: ``BNSD`` for ``BNSD_BSND``."""
-        return None if self.layout is None else self.layout.partition("_")[0]
-
-    @property
-    def varlen(self) -> bool:
-        return self.form in VARLEN_FORMS
-
-    @cached_property
-    def heads(self) -> int | None:
-        heads = self.integer(NUM_HEADS_PARAM[self.op])
-        return heads if heads is not None and heads > 0 else None
-
-    @cached_property
-    def kv_heads(self) -> int | None:
+        self.varlen = self.form in VARLEN_FORMS
+        heads = self.integer(NUM_HEADS_PARAM.get(op, "head_num"))
+        self.heads = heads if heads is not None and heads > 0 else None
         kv_heads = self.integer("num_key_value_heads")
-        if kv_heads is None or kv_heads < 0:
-            return None
-        return kv_heads or self.heads
-
-    @cached_property
-    def query(self) -> dict[str, int] | None:
+        self.kv_heads = None if kv_heads is None or kv_heads < 0 else kv_heads or self.heads
+        self.paged = "block_table" in self.tensors
+        self.rope = "query_rope" in self.tensors
+        self.block_size = self.integer("block_size")
+        query = self.tensors.get("query")
+        self.query = None if query is None or self.form is None else axes(query.shape, FORM_AXES[self.form])
         """The query's axes in its form."""
-        query = self.tensor("query")
-        return None if query is None or self.form is None else axes(query.shape, FORM_AXES[self.form])
-
-    @cached_property
-    def q_seq(self) -> int | None:
+        self.q_seq = None if self.query is None or self.varlen else self.query["S"]
         """The query length Q_S of a non-varlen call (None for TND/NTD, whose lengths are values)."""
-        if self.query is None or self.varlen:
-            return None
-        return self.query["S"]
+        self.batch = self._batch()
+        self.q_heads = None if self.query is None else self.query.get("N", self.heads)
+        self.q_dim = None
+        """The query's head dim D (the nope part with MLA)."""
+        if self.query is not None:
+            self.q_dim = self.query["D"] if "D" in self.query else _split(self.query["H"], self.heads)
 
-    @cached_property
-    def batch(self) -> int | None:
+    def _batch(self) -> int | None:
         """B: the query's batch axis, or the element count of the query lengths of a varlen call."""
         if self.query is None:
             return None
@@ -116,32 +83,29 @@ class Facts:
             return self.query.get("B", 1)
         return _length_count(self.args.get(QUERY_LENGTHS_PARAM.get(self.op, "")))
 
-    @cached_property
-    def q_heads(self) -> int | None:
-        return None if self.query is None else self.query.get("N", self.heads)
+    def name(self, v1_name: str) -> str:
+        """The operator's own spelling of a FIA v1 parameter (``num_heads`` -> ``num_query_heads`` on v2)."""
+        return V1_TO_V2.get(v1_name, v1_name) if self.op == FIA_V2 else v1_name
 
-    @cached_property
-    def q_dim(self) -> int | None:
-        """The query's head dim D (the nope part with MLA)."""
-        if self.query is None:
-            return None
-        return self.query["D"] if "D" in self.query else _split(self.query["H"], self.heads)
+    def tensor(self, name: str) -> torch.Tensor | None:
+        return self.tensors.get(name)
 
-    @property
-    def paged(self) -> bool:
-        return self.tensor("block_table") is not None
+    def given(self, *names: str) -> list[str]:
+        """Those of ``names`` that the call passes a tensor for."""
+        return [name for name in names if name in self.tensors]
 
-    @property
-    def rope(self) -> bool:
-        return self.tensor("query_rope") is not None
+    def integer(self, name: str) -> int | None:
+        """An int argument (a bool counts, as the dispatcher takes it); None when it is anything else."""
+        value = self.args.get(name)
+        return int(value) if isinstance(value, int) else None
 
-    @property
-    def block_size(self) -> int | None:
-        return self.integer("block_size")
+    def dtype(self, name: str) -> torch.dtype | None:
+        tensor = self.tensors.get(name)
+        return None if tensor is None else tensor.dtype
 
     def cache_form(self, name: str) -> str | None:
         """Which paged-cache form the ``key`` / ``value`` tensor has (None when it is not paged or unreadable)."""
-        cache = self.tensor(name)
+        cache = self.tensors.get(name)
         if cache is None or not self.paged:
             return None
         if cache.dim() == 3:
@@ -163,7 +127,7 @@ class Facts:
 
     def head_dim(self, name: str) -> int | None:
         """D of ``key`` or ``value``: from its form, or from the paged cache's last axes."""
-        tensor = self.tensor(name)
+        tensor = self.tensors.get(name)
         if tensor is None:
             return None
         if self.paged:
@@ -179,19 +143,6 @@ class Facts:
         if found is None:
             return None
         return found["D"] if "D" in found else _split(found["H"], self.kv_heads)
-
-    @cached_property
-    def kv_seq(self) -> int | None:
-        """S of a non-paged, non-varlen key."""
-        key = self.tensor("key")
-        if key is None or self.paged or self.form is None or self.varlen:
-            return None
-        found = axes(key.shape, FORM_AXES[self.form])
-        return None if found is None else found["S"]
-
-    def dtype(self, name: str) -> torch.dtype | None:
-        tensor = self.tensor(name)
-        return None if tensor is None else tensor.dtype
 
 
 def _split(hidden: int, heads: int | None) -> int | None:
