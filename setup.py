@@ -5,8 +5,12 @@ site-packages for both ``pip install .`` and ``pip install -e .``. setuptools pu
 package data in the regular wheel only; the editable wheel carries just its own ``__editable__`` files.
 So the files are written by ``build_py`` into the regular wheel's root, and added to the editable wheel
 by wrapping its strategy (the object that writes the editable wheel's files), which keeps that
-wheel's RECORD complete, so ``pip uninstall`` removes them. The name sorts after ``__editable__*.pth``,
-so an editable kvlint is importable when the line runs (linter_conventions.md section 5).
+wheel's RECORD complete, so ``pip uninstall`` removes them.
+
+Order: Python's ``site`` module executes the ``.pth`` files of a site-packages folder in sorted order of
+their names (``site.addsitedir``), and a setuptools editable install puts the project on ``sys.path``
+through its own ``__editable__.<name>-<version>.pth`` (setuptools' "Development Mode" documentation, PEP
+660). ``_`` sorts before ``k``, so an editable kvlint is importable when the ``kvlint.pth`` line runs.
 """
 
 from __future__ import annotations

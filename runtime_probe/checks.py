@@ -4,7 +4,7 @@ The static rules that apply to live values keep their codes (KVL1xx-3xx); the ru
 KVL503-KVL508, the documented operator constraints KVL520-KVL535 (one code per rule of the table in
 ``kvlint.runtime_probe.reference.constraints``, which the emulator enforces too) and the scalars passed as
 tensors KVL536/KVL537. A check that needs a value it cannot read (meta or fake tensors) stays silent.
-Facts: torch_npu_ops.md sections 5 (constraints) and 6 (cache writes); docs/operators/constraints.md.
+Facts: docs/operators/constraints.md (constraints) and docs/operators/kv_cache_writes.md (cache writes).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ CACHE_WRITE_INDICES = {
 
 
 def _sparse_mode_applies(call: LiveCall, geo: Geometry) -> bool:
-    """sparse_mode is ignored by FIA for a single query token without rope (torch_npu_ops.md 5.2)."""
+    """sparse_mode is ignored by FIA for a single query token without rope (docs/operators/fused_infer_attention.md#fia-c26)."""
     if call.name not in SPARSE_MODES:
         return False
     single_token = not geo.varlen and geo.q_seq == 1

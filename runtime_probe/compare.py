@@ -1,7 +1,7 @@
 """Output checks of one attention call: non-finite values (KVL502) and the reference comparison (KVL501).
 
 Tolerance per element, by output dtype: ``|out - ref| <= max(|ref|, 1) * eps`` with eps 2^-7 (fp16),
-2^-6 (bf16), 1e-4 (fp32) (the ATB "single benchmark" rule, reference_semantics.md section 7). Rows the
+2^-6 (bf16), 1e-4 (fp32) (the ATB "single benchmark" rule, docs/semantics.md#sem-7). Rows the
 reference leaves at exactly 0 are fully masked (or past the valid length); the device output there is
 unspecified unless ``inner_precise`` has its row-correction bit (2), so such rows are left out.
 """

@@ -3,7 +3,8 @@
 Binding uses the catalogue (the same parsed schemas as the static rules), so a check reads
 ``call.get("sparse_mode")`` whether the user passed it or left the default. Host reads of device values
 (length lists given as tensors, block ids) happen at most once per call and only when a check asks.
-Facts: torch_npu_ops.md sections 5.3 (layouts), 5.4 (paged caches), 5.9 (length types).
+Facts: docs/operators/fused_infer_attention.md#fia-c1 (layouts), #fia-c34 (paged caches),
+docs/operators/dispatcher.md#dsp-c14 (length types).
 """
 
 from __future__ import annotations

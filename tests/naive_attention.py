@@ -2,7 +2,7 @@
 
 This is the independent specification the reference is checked against: explicit loops over batch
 and head, an explicit (S1, S2) allowed-matrix built pair by pair from the sparse_mode table of
-reference_semantics.md section 4.2, a plain softmax, and layouts written as explicit permutes of a
+docs/semantics.md#sem-4-2, a plain softmax, and layouts written as explicit permutes of a
 canonical per-batch form. It shares no code with ``kvlint.runtime_probe``.
 
 Canonical form: per batch, query (Nq, S1_b, D), key (Nkv, S2_b, D), value (Nkv, S2_b, Dv), holding only

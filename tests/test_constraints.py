@@ -360,7 +360,7 @@ def test_each_constraint_code_has_its_page_text_linking_existing_anchors() -> No
     for code, doc in PROBE_DOCS.items():
         assert doc.what and doc.why and doc.bad and doc.good and doc.no_fix, code
         for reference in doc.references:
-            page, anchor = reference.url.removeprefix("../operators/").split("#")
+            page, anchor = reference.doc.removeprefix("docs/operators/").split("#")
             assert f'<a id="{anchor}"></a>' in (ROOT / "docs" / "operators" / page).read_text(encoding="utf-8"), code
 
 

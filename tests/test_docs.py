@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.catalogue.pages import explain, render_page
+from kvlint.catalogue.project import docs_url
 from kvlint.catalogue.rule_pages import DOCS
 from kvlint.catalogue.rules import FIXABLE, STATIC_RULES, Rule
 from kvlint.checks.engine import lint_source
@@ -41,7 +42,7 @@ def test_page_has_every_section_in_order_and_names_the_rule(entry: Rule) -> None
     page = explain(entry.code)
     positions = [page.index(section) for section in SECTIONS]
     assert positions == sorted(positions)
-    assert page.splitlines()[2] == f"# {entry.code} `{entry.symbol}`"
+    assert page.splitlines()[0] == f"# {entry.code} `{entry.symbol}`"
     assert f"| {entry.severity} |" in page
 
 
@@ -56,11 +57,25 @@ def test_autofix_section_agrees_with_the_fixer(entry: Rule) -> None:
 
 
 @pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.family != 0], ids=ids)
-def test_references_name_an_operator_reference_section(entry: Rule) -> None:
-    references = explain(entry.code).split("## References\n\n")[1]
-    assert re.search(r"kvlint operator reference `shared/reference/\w+\.md` \([^)]+\): §\d", references)
-    for url in re.findall(r"\]\((\S+)\)", references):
+def test_references_link_into_the_operator_contract_and_to_public_reports(entry: Rule) -> None:
+    """On disk every rule cites a constraint page of docs/operators/ or docs/semantics.md by its anchor (the
+    anchors themselves are checked by tests/test_references.py); other links are public issues or PRs."""
+    references = render_page(entry).split("## References\n\n")[1]
+    targets = re.findall(r"\]\((\S+)\)", references)
+    contract = [t for t in targets if not t.startswith("https://")]
+    assert contract and all(re.fullmatch(r"\.\./(operators/\w+|semantics)\.md#[a-z0-9-]+", t) for t in contract)
+    for url in set(targets) - set(contract):
         assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(pull|issues)/\d+", url)
+
+
+@pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.family != 0], ids=ids)
+def test_explained_references_name_the_contract_page_in_the_source_tree(entry: Rule) -> None:
+    """Outside docs/rules/ a relative link leads nowhere: ``--explain`` names the path (or the published URL)."""
+    references = explain(entry.code).split("## References\n\n")[1]
+    if docs_url() is None:
+        assert re.search(r"kvlint's operator contract: `docs/(operators/\w+|semantics)\.md#[a-z0-9-]+` in its source tree",
+                         references)
+    assert "](../" not in references
 
 
 def _example(page: str, marker: str) -> str:

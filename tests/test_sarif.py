@@ -11,7 +11,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvlint.catalogue.rules import STATIC_RULES
+from kvlint.catalogue import pages, project
+from kvlint.catalogue.pages import doc_url
+from kvlint.catalogue.rules import STATIC_RULES, rule
+from kvlint.frontends.output import SarifLog, kvlint_descriptor
 from tests.conftest import ROOT
 from tests.fixture_files import FIXTURES
 
@@ -58,9 +61,42 @@ def test_driver_lists_every_static_rule_as_github_requires(cli_log: dict) -> Non
         assert descriptor["shortDescription"]["text"] == entry.summary
         assert 0 < len(descriptor["shortDescription"]["text"]) <= 1024 and len(descriptor["name"]) <= 255
         assert descriptor["fullDescription"]["text"] and descriptor["help"]["text"]
-        assert descriptor["help"]["markdown"].startswith("<!-- Generated")
-        assert descriptor["helpUri"].endswith(f"docs/rules/{entry.code}.md")
+        assert descriptor["help"]["markdown"].startswith(f"# {entry.code} ")
+        assert descriptor.get("helpUri") == doc_url(entry)
         assert descriptor["defaultConfiguration"]["level"] == entry.severity
+
+
+def test_links_come_from_the_distributions_metadata_or_are_left_out(cli_log: dict) -> None:
+    """No made-up home page: the installed metadata declares no project URL, so there is neither an
+    ``informationUri`` nor a ``helpUri``."""
+    assert project.project_urls() == {}, "the metadata now declares URLs: check what helpUri derives from them"
+    driver = cli_log["runs"][0]["tool"]["driver"]
+    assert "informationUri" not in driver
+    assert all("helpUri" not in descriptor for descriptor in driver["rules"])
+    assert "github.com/kvlint/kvlint" not in json.dumps(cli_log)
+
+
+@pytest.mark.parametrize(("urls", "docs", "home"), [
+    ({"documentation": "https://example.org/kvlint/docs"}, "https://example.org/kvlint/docs/", None),
+    ({"source": "https://github.com/acme/kvlint-ascend/"}, "https://github.com/acme/kvlint-ascend/blob/HEAD/docs/",
+     "https://github.com/acme/kvlint-ascend/"),
+    ({"homepage": "https://acme.example/kvlint"}, None, "https://acme.example/kvlint"),
+    ({"homepage": "https://github.com/acme"}, None, "https://github.com/acme"),
+    ({}, None, None),
+])
+def test_docs_and_home_urls_are_derived_from_project_urls(urls: dict, docs: str | None, home: str | None) -> None:
+    assert project.docs_url(urls) == docs
+    assert project.home_url(urls) == home
+
+
+def test_help_uri_and_explained_links_follow_a_published_documentation_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "docs_url", lambda: "https://example.org/kvlint/docs/")
+    descriptor = kvlint_descriptor(rule("KVL201")).to_sarif()
+    assert descriptor["helpUri"] == "https://example.org/kvlint/docs/rules/KVL201.md"
+    assert ("[FIA-C20: atten_mask is bool, int8 or uint8](https://example.org/kvlint/docs/operators/"
+            "fused_infer_attention.md#fia-c20)") in descriptor["help"]["markdown"]
+    monkeypatch.setattr("kvlint.frontends.output.home_url", lambda: "https://example.org/kvlint")
+    assert SarifLog().to_dict()["runs"][0]["tool"]["driver"]["informationUri"] == "https://example.org/kvlint"
 
 
 def test_results_carry_level_message_relative_uri_region_and_fingerprint(cli_log: dict) -> None:

@@ -2,7 +2,7 @@
 
 The schema strings are parsed once at import. Nothing here imports torch or torch_npu.
 Family tables (which operator is FIA v1, which parameter names are renames of which) are facts from
-``torch_npu_ops.md`` sections 3 and 4.
+``docs/operators/fused_infer_attention.md#fia-v1-v2`` and ``#fia-family``.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def lookup(name: str, overload: str = "default") -> Operator | None:
     return OVERLOADS.get((name, overload))
 
 
-# Families (torch_npu_ops.md section 4).
+# Families (docs/operators/fused_infer_attention.md#fia-family).
 FIA_V1 = "npu_fused_infer_attention_score"
 FIA_V2 = "npu_fused_infer_attention_score_v2"
 IFA = "npu_incre_flash_attention"
@@ -172,7 +172,7 @@ V1_TO_V2: dict[str, str] = {
     "value_antiquant_mode": "value_quant_mode",
     "softmax_lse_flag": "return_softmax_lse",
 }
-"""FIA v1 keyword -> its FIA v2 spelling (torch_npu_ops.md section 3, from the GE converter)."""
+"""FIA v1 keyword -> its FIA v2 spelling (docs/operators/fused_infer_attention.md#fia-v1-v2)."""
 V2_TO_V1: dict[str, str] = {v2: v1 for v1, v2 in V1_TO_V2.items()}
 
 IFA_PFA_SPELLINGS: dict[str, dict[str, str | None]] = {
@@ -191,9 +191,11 @@ LAYOUTS: dict[str, frozenset[str]] = {
     IFA: frozenset({"BSH", "BSND", "BNSD"}),
     PFA: frozenset({"BSH", "BSND", "BNSD", "BNSD_BSND", "TND"}),
 }
-"""Accepted ``input_layout`` values, case-sensitive (torch_npu_ops.md section 5.3)."""
+"""Accepted ``input_layout`` values, case-sensitive (docs/operators/fused_infer_attention.md#fia-c1;
+incre_prompt_flash_attention.md#ifa-c1 and #pfa-c1)."""
 FA_LAYOUTS = frozenset({"BSH", "SBH", "BNSD", "BSND", "TND"})
-"""npu_fusion_attention layouts; that operator upper-cases its argument first."""
+"""npu_fusion_attention layouts; that operator upper-cases its argument first
+(docs/operators/fusion_attention.md#fa-c1)."""
 LENGTH_LAYOUTS = frozenset({"TND", "NTD", "TND_NTD", "NTD_TND"})
 """Layouts that need both the query and the KV length arguments."""
 
@@ -203,5 +205,5 @@ SPARSE_MODES: dict[str, frozenset[int]] = {
     PFA: frozenset(range(5)),
 }
 ROPE_ONLY_SPARSE_MODES = frozenset({9})
-"""FIA's treeMask mode, valid only with query_rope and key_rope (torch_npu_ops.md section 5.2)."""
+"""FIA's treeMask mode, valid only with query_rope and key_rope (docs/operators/fused_infer_attention.md#fia-c24)."""
 MAX_GQA_RATIO = 64

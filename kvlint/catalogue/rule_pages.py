@@ -6,24 +6,30 @@ an autofix comes from the catalogue row (``fixable``). This module holds only wh
 rule looks at, the concrete failure, a bad and a fixed example (both linted by the test suite: the bad one
 is reported with exactly the rule's code, the fixed one is clean) and the references.
 
-References name a section of the operator reference (``shared/reference/torch_npu_ops.md`` or
-``reference_semantics.md``, which cite the torch_npu wheel and Ascend/op-plugin docs they come from) and,
-where one exists, a public bug report of the same mistake (``shared/reference/bug_reports.md``).
+References point into kvlint's own operator contract (``docs/operators/*.md``, ``docs/semantics.md``: every
+documented constraint, trap and semantic choice has a stable anchor there, with the public sources it comes
+from) and, where one exists, to a public bug report or pull request of the same mistake.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPS = "torch_npu_ops.md"
-SEMANTICS = "reference_semantics.md"
+DISPATCHER = "docs/operators/dispatcher.md"
+FIA = "docs/operators/fused_infer_attention.md"
+IFA_PFA = "docs/operators/incre_prompt_flash_attention.md"
+FA = "docs/operators/fusion_attention.md"
+KV_CACHE = "docs/operators/kv_cache_writes.md"
+CONSTRAINTS = "docs/operators/constraints.md"
+SEMANTICS = "docs/semantics.md"
 
 
 @dataclass(frozen=True)
 class Reference:
     title: str
     doc: str = ""
-    """A file of the operator reference (OPS / SEMANTICS), or empty for a public URL."""
+    """A page of kvlint's documentation and an anchor on it, relative to the repository root
+    (``docs/operators/fused_infer_attention.md#fia-c20``), or empty for a public URL."""
     url: str = ""
 
 
@@ -73,7 +79,11 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n    )\n",
-        references=(Reference("§2 Full signatures; §7 What raises vs what is silent", OPS),),
+        references=(
+            Reference("DSP-C13: FIA, FIA v2, IFA and PFA take three positional parameters",
+                      f"{DISPATCHER}#dsp-c13"),
+            Reference("What raises: an unknown keyword is a RuntimeError", f"{DISPATCHER}#dsp-raises"),
+        ),
         no_fix="The closest spelling is a guess; the message names it and you decide.",
     ),
     "KVL102": RuleDoc(
@@ -93,7 +103,8 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n"
              "    )\n",
         references=(
-            Reference("§3 FIA v1 <-> FIA v2 parameter mapping; §4 Same name, different meaning", OPS),
+            Reference("The v1 <-> v2 parameter map", f"{FIA}#fia-v1-v2"),
+            Reference("One concept, six spellings: the attention family", f"{FIA}#fia-family"),
             gh("vllm-project/vllm-ascend", "PR", 2792,
                "replace npu_incre_flash_attention with npu_fused_infer_attention_score"),
             gh("sgl-project/sglang", "PR", 25768, "[NPU]Replace ascend vision attn operator"),
@@ -117,7 +128,13 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, mask, head_dim):\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, atten_mask=mask, num_heads=32, scale=1 / math.sqrt(head_dim)\n    )\n",
-        references=(Reference("§2 Full signatures; §7 What raises vs what is silent (FA positional row)", OPS),),
+        references=(
+            Reference("DSP-C13: three positional parameters; npu_fusion_attention has no keyword-only marker",
+                      f"{DISPATCHER}#dsp-c13"),
+            Reference("DSP-T7: a mask as npu_fusion_attention's 6th positional argument binds to pse",
+                      f"{DISPATCHER}#dsp-t7"),
+            Reference("FA-T1: the mask is added to the scores and nothing is masked", f"{FA}#fa-t1"),
+        ),
         no_fix="Which parameter the extra argument was meant for is a judgement call.",
     ),
     "KVL104": RuleDoc(
@@ -131,7 +148,10 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, input_layout=\"BSND\", scale=1 / math.sqrt(head_dim)\n    )\n",
-        references=(Reference("§8 Silent wrong-result catalogue, S1; §2 default-value landmines", OPS),),
+        references=(
+            Reference("FIA-T1: scale / softmax_scale left at its default 1.0", f"{FIA}#fia-t1"),
+            Reference("IFA-T4: scale_value defaults to 1.0 in IFA and PFA", f"{IFA_PFA}#ifa-t4"),
+        ),
         no_fix="The right scale depends on the head dim (and on the model: MLA uses 1/sqrt(D + 64)).",
     ),
     "KVL105": RuleDoc(
@@ -145,7 +165,10 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSH\"\n    )\n",
-        references=(Reference("§8 Silent wrong-result catalogue, S2; §5.3 input_layout", OPS),),
+        references=(
+            Reference("FIA-T2: num_heads / num_query_heads left at 1", f"{FIA}#fia-t2"),
+            Reference("FIA-C4: with BNSD, num_heads must equal the query's N axis", f"{FIA}#fia-c4"),
+        ),
         no_fix="The head count is a property of the model kvlint cannot see.",
     ),
     "KVL106": RuleDoc(
@@ -160,7 +183,10 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BNSD\"\n    )\n",
-        references=(Reference("§5.3 input_layout; §7 What raises vs what is silent", OPS),),
+        references=(
+            Reference("FIA-C1: the accepted input_layout values (case-sensitive)", f"{FIA}#fia-c1"),
+            Reference("DSP-T9: a bad layout passes the parser and fails later", f"{DISPATCHER}#dsp-t9"),
+        ),
         no_fix="The intended layout depends on the tensors' shapes.",
     ),
     "KVL107": RuleDoc(
@@ -177,7 +203,10 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=causal_mask, sparse_mode=3\n"
              "    )\n",
-        references=(Reference("§5.2 Mask shape rules per sparse_mode", OPS),),
+        references=(
+            Reference("FIA-C23: the accepted sparse_mode values", f"{FIA}#fia-c23"),
+            Reference("FIA-C24: mode 9 (tree mask) only with query_rope and key_rope", f"{FIA}#fia-c24"),
+        ),
         no_fix="Which mode was meant is a judgement call.",
     ),
     "KVL108": RuleDoc(
@@ -193,7 +222,10 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q_nope, k_nope, v, num_heads=16, scale=1 / math.sqrt(head_dim + 64), query_rope=q_rope,\n"
              "        key_rope=k_rope,\n    )\n",
-        references=(Reference("§5.6 MLA (query_rope / key_rope)", OPS),),
+        references=(
+            Reference("FIA-C46: query_rope and key_rope are given together or not at all", f"{FIA}#fia-c46"),
+            Reference("FIA-C48: with rope, the query D is 512 or 128", f"{FIA}#fia-c48"),
+        ),
         no_fix="The missing tensor is not in the code.",
     ),
     "KVL109": RuleDoc(
@@ -208,7 +240,9 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, num_key_value_heads=8, scale=1 / math.sqrt(head_dim)\n    )\n",
-        references=(Reference("§5.10 GQA", OPS),),
+        references=(
+            Reference("FIA-C45: query heads divisible by num_key_value_heads, ratio at most 64", f"{FIA}#fia-c45"),
+        ),
         no_fix="The head counts are properties of the model.",
     ),
     "KVL110": RuleDoc(
@@ -224,7 +258,8 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), actual_seq_lengths_kv=kv_lens\n    )\n",
         references=(
-            Reference("§4 Same name, different meaning; §8 Silent wrong-result catalogue, S3", OPS),
+            Reference("One concept, six spellings: the attention family", f"{FIA}#fia-family"),
+            Reference("FIA-T3: the actual_seq_lengths collision between IFA and FIA", f"{FIA}#fia-t3"),
             gh("vllm-project/vllm-ascend", "PR", 2792,
                "replace npu_incre_flash_attention with npu_fused_infer_attention_score"),
         ),
@@ -245,7 +280,8 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"TND\",\n"
              "        actual_seq_lengths=cu_q, actual_seq_lengths_kv=cu_kv,\n    )\n",
         references=(
-            Reference("§5.3 input_layout; §8 Silent wrong-result catalogue, S4", OPS),
+            Reference("FIA-C14: TND needs both length lists, each cumulative", f"{FIA}#fia-c14"),
+            Reference("FIA-T4: TND lengths must be cumulative", f"{FIA}#fia-t4"),
             gh("sgl-project/sglang", "PR", 31867, "[NPU] Update non-vit vision part for cumulative seqlen"),
         ),
         no_fix="The length tensors are not in the call.",
@@ -262,7 +298,11 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def decode(q, k, v, head_dim):\n"
              "    scale = 1 / math.sqrt(head_dim)\n"
              "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=scale)\n",
-        references=(Reference("§1 How the ops are reachable", OPS),),
+        references=(
+            Reference("Access paths: how the operators are reached", f"{DISPATCHER}#dsp-access"),
+            Reference("DSP-C3: torch.<op> exists but always raises", f"{DISPATCHER}#dsp-c3"),
+            Reference("DSP-C10: import torch_npu.onnx rebinds some operators", f"{DISPATCHER}#dsp-c10"),
+        ),
         fix="`kvlint --fix` rewrites the callee to `torch_npu.<op>` (using the module's own alias when it "
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
             "module does not import it.",
@@ -276,7 +316,7 @@ DOCS: dict[str, RuleDoc] = {
             "the host on every call (a device->host synchronisation on the NPU, and a captured NPUGraph keeps "
             "the first value) and truncates a floating-point tensor toward zero, so "
             "`num_heads=torch.tensor(3.9)` runs with 3 heads, without a warning. Only a tensor with several "
-            "elements raises. See [DSP-T4](../operators/dispatcher.md#dsp-t4).",
+            "elements raises.",
         bad=_HEADER + "def decode(q, k_int8, v_int8, k_scale, v_scale, head_dim):\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
             "        q, k_int8, v_int8, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
@@ -287,7 +327,12 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k_int8, v_int8, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        key_antiquant_scale=k_scale, value_antiquant_scale=v_scale,\n"
              "        key_antiquant_mode=1, value_antiquant_mode=1,\n    )\n",
-        references=(Reference("§7 What raises vs what is silent (a one-element tensor for an int is accepted)", OPS),),
+        references=(
+            Reference("DSP-T4: a floating-point tensor passed to an int parameter is truncated toward zero",
+                      f"{DISPATCHER}#dsp-t4"),
+            Reference("DSP-C22: only a tensor with several elements raises", f"{DISPATCHER}#dsp-c22"),
+            Reference("FIA-T18: the same trap on the antiquant modes", f"{FIA}#fia-t18"),
+        ),
         no_fix="A float tensor may hold a value that is not the intended int; pass the int you mean.",
     ),
     "KVL201": RuleDoc(
@@ -308,7 +353,9 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask\n    )\n",
         references=(
-            Reference("§5.1 atten_mask dtype and polarity", OPS),
+            Reference("FIA-C20: atten_mask is bool, int8 or uint8", f"{FIA}#fia-c20"),
+            Reference("IFA-C13 and PFA-C7: the same dtypes for IFA and PFA", f"{IFA_PFA}#ifa-c13"),
+            Reference("FA-C7: npu_fusion_attention takes bool or uint8", f"{FA}#fa-c7"),
             gh("tc-mb/llama.cpp-omni", "PR", 89,
                "[CANN] fix flash-attn mask: use BOOL attenMask instead of F16 -Inf pseShift"),
             gh("huggingface/transformers", "PR", 48843,
@@ -334,7 +381,8 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
         references=(
-            Reference("§5.2 Mask shape rules per sparse_mode", OPS),
+            Reference("FIA-C21: the mask shapes of modes 0 and 1", f"{FIA}#fia-c21"),
+            Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
             gh("sgl-project/sglang", "PR", 25455, "[NPU] MiMo-V2-Flash Adaptation"),
             gh("vllm-project/vllm-ascend", "PR", 2962,
                "[Perf] Add new npu_fused_infer_attention_score op ... resolve long-seq mask problems"),
@@ -354,7 +402,9 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
         references=(
-            Reference("§5.2 Mask shape rules per sparse_mode; §8 Silent wrong-result catalogue, S6", OPS),
+            Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
+            Reference("FIA-T6: mode and mask mismatches", f"{FIA}#fia-t6"),
+            Reference("FA-T2: npu_fusion_attention without a mask computes full attention", f"{FA}#fa-t2"),
             gh("vllm-project/vllm-omni", "issue", 7322,
                "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
         ),
@@ -375,8 +425,9 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
         references=(
-            Reference("§5.1 atten_mask dtype and polarity; §8 Silent wrong-result catalogue, S7", OPS),
-            Reference("§4.1 Polarity: True / 1 = masked out", SEMANTICS),
+            Reference("FIA-C20: 1/True in atten_mask means not computed", f"{FIA}#fia-c20"),
+            Reference("FIA-T7: mask polarity, the opposite of SDPA's boolean attn_mask", f"{FIA}#fia-t7"),
+            Reference("Semantics 4.1: polarity, True / 1 = excluded", f"{SEMANTICS}#sem-4-1"),
             gh("sgl-project/sglang", "PR", 7722, "Ascend attention backend (PA & MLA)"),
         ),
         no_fix="The rule is a warning: a tril mask may be inverted somewhere kvlint cannot see.",
@@ -395,7 +446,9 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask\n    )\n",
         references=(
-            Reference("§5.1 (pse_shift is not a mask); §8 Silent wrong-result catalogue, S8 and S9", OPS),
+            Reference("FIA-C30: pse_shift is an fp16/bf16 bias, not a mask", f"{FIA}#fia-c30"),
+            Reference("FIA-T8: under-ranked masks and pse give wrong results", f"{FIA}#fia-t8"),
+            Reference("FIA-T9: an additive -inf mask as pse_shift gives NaN on long KV", f"{FIA}#fia-t9"),
             gh("tc-mb/llama.cpp-omni", "PR", 89,
                "[CANN] fix flash-attn mask: use BOOL attenMask instead of F16 -Inf pseShift"),
             gh("vllm-project/vllm-ascend", "issue", 15503,
@@ -424,7 +477,7 @@ DOCS: dict[str, RuleDoc] = {
              "        sparse_mode=3, block_table=tables, block_size=128,\n"
              "        actual_seq_lengths=q_lens, actual_seq_lengths_kv=kv_lens,\n    )\n",
         references=(
-            Reference("§8 Non-square causal alignment (chunked prefill)", SEMANTICS),
+            Reference("Semantics 8: bottom-right versus top-left causal alignment", f"{SEMANTICS}#sem-8"),
             gh("sgl-project/sglang", "PR", 22020, "[NPU] Fix FIA chunked prefill accuracy bug on Ascend"),
             gh("xLLM-AI/xllm", "PR", 2161, "feat: fix prefix-cache prefill attention in Python graph path"),
         ),
@@ -448,7 +501,8 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
         references=(
-            Reference("§5.4 Paged attention; §5.8 dtypes", OPS),
+            Reference("FIA-C34: block_table is int32, 2-D, ids not validated", f"{FIA}#fia-c34"),
+            Reference("dtypes across the family", f"{FIA}#fia-dtypes"),
             gh("vllm-project/vllm-ascend", "PR", 16597,
                "[Feature][MRV2] Supports the combination of SFA PCP, DCP, and MTP"),
         ),
@@ -469,7 +523,11 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
-        references=(Reference("§5.4 Paged attention: block_table, block_size, cache layout", OPS),),
+        references=(
+            Reference("FIA-C34: paged attention is on when block_table is given", f"{FIA}#fia-c34"),
+            Reference("FIA-C36: block_size for Q_S > 1", f"{FIA}#fia-c36"),
+            Reference("FIA-C37: block_size for Q_S = 1 is non-zero", f"{FIA}#fia-c37"),
+        ),
         no_fix="The block size is a property of the cache allocator.",
     ),
     "KVL303": RuleDoc(
@@ -487,7 +545,8 @@ DOCS: dict[str, RuleDoc] = {
              "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
         references=(
-            Reference("§4 Same name, different meaning (paged mode demands actual_seq_lengths_kv); §5.4", OPS),
+            Reference("FIA-C16: with paged attention the KV lengths must be passed", f"{FIA}#fia-c16"),
+            Reference("IFA-C9: IFA paged attention needs block_table and actual_seq_lengths", f"{IFA_PFA}#ifa-c9"),
             gh("xLLM-AI/xllm", "PR", 2161, "feat: fix prefix-cache prefill attention in Python graph path"),
         ),
         no_fix="The lengths are runtime data kvlint cannot see.",
@@ -506,7 +565,12 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
              "        block_table=tables, block_size=128, actual_seq_lengths_kv=kv_lens,\n    )\n",
-        references=(Reference("§5.4 Paged attention (block_size rules per branch)", OPS),),
+        references=(
+            Reference("FIA-C36: block_size for Q_S > 1", f"{FIA}#fia-c36"),
+            Reference("FIA-C37: block_size for Q_S = 1", f"{FIA}#fia-c37"),
+            Reference("FIA-C38: block_size up to 1024 for TND without rope", f"{FIA}#fia-c38"),
+            Reference("Known gaps G21 and G22: what KVL304 cannot express", f"{CONSTRAINTS}#gap-21"),
+        ),
         no_fix="The block size must match the cache allocation.",
     ),
     "KVL305": RuleDoc(
@@ -532,7 +596,7 @@ DOCS: dict[str, RuleDoc] = {
              "        layer(key, cache, kv_len)\n"
              "    kv_len += 1\n"
              "    return kv_len\n",
-        references=(Reference("§6 KV-cache write operators (scatter_update semantics)", OPS),),
+        references=(Reference("KVC-C5: which positions scatter_update writes", f"{KV_CACHE}#kvc-c5"),),
         no_fix="Moving the update to the runner changes the program's structure.",
     ),
     "KVL306": RuleDoc(
@@ -547,7 +611,11 @@ DOCS: dict[str, RuleDoc] = {
         good=_HEADER + "def write(key_cache, positions, key):\n"
              "    torch_npu.scatter_update_(key_cache, positions, key, -2)\n"
              "    return key_cache\n",
-        references=(Reference("§6 KV-cache write operators; §8 Silent wrong-result catalogue, S11", OPS),),
+        references=(
+            Reference("KVC-C1: scatter_update writes into a copy", f"{KV_CACHE}#kvc-c1"),
+            Reference("KVC-C7: npu_scatter_nd_update returns an updated copy", f"{KV_CACHE}#kvc-c7"),
+            Reference("KVC-T1: the result discarded, the cache unchanged", f"{KV_CACHE}#kvc-t1"),
+        ),
         no_fix="In-place update or assignment of the result: either is right, depending on the caller.",
     ),
     "KVL307": RuleDoc(
@@ -565,7 +633,7 @@ DOCS: dict[str, RuleDoc] = {
              "    return torch_npu.npu_fused_infer_attention_score(\n"
              "        q, key, value, num_heads=32, num_key_value_heads=8, scale=1 / math.sqrt(head_dim),\n"
              "        input_layout=\"BSND\",\n    )\n",
-        references=(Reference("§5.10 GQA", OPS),),
+        references=(Reference("FIA-C45: num_key_value_heads gives the operator the KV heads", f"{FIA}#fia-c45"),),
         no_fix="Removing the copy also needs `num_key_value_heads`, a property of the model.",
     ),
     "KVL308": RuleDoc(
@@ -583,9 +651,10 @@ DOCS: dict[str, RuleDoc] = {
              "        kv, gamma, cos, sin, index, k_cache, ckv_cache\n    )\n"
              "    return k_rope, c_kv\n",
         references=(
-            Reference("§6 KV-cache write operators (npu_kv_rmsnorm_rope_cache output order)", OPS),
+            Reference("KVC-T3: the output order of npu_kv_rmsnorm_rope_cache changes between variants",
+                      f"{KV_CACHE}#kvc-t3"),
             gh("vllm-project/vllm-ascend", "PR", 657,
-               "the unpacking of npu_kv_rmsnorm_rope_cache changed to four names (cited in the reference, §6)"),
+               "the unpacking of npu_kv_rmsnorm_rope_cache changed to four names (see KVC-T3)"),
         ),
         no_fix="Which names the code meant is a judgement call.",
     ),
@@ -593,8 +662,8 @@ DOCS: dict[str, RuleDoc] = {
 
 
 def _doc(page_anchor: str, title: str) -> Reference:
-    """A constraint entry of kvlint's operator pages, linked from ``docs/rules/``."""
-    return Reference(title, url=f"../operators/{page_anchor}")
+    """A constraint entry of kvlint's operator pages (``fused_infer_attention.md#fia-c2``)."""
+    return Reference(title, f"docs/operators/{page_anchor}")
 
 
 _PROBED = ("The probe reports the live call (its site and the message); the code is not rewritten: the fix "

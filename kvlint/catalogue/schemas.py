@@ -2,8 +2,11 @@
 
 This tuple is the single source of truth for the operators' signatures: the static catalogue
 (``kvlint.catalogue.operators``) parses it, and the CPU emulator registers it with ``torch.library``.
-Source: the strings passed to ``m.def(...)`` in torch_npu 2.14.0 (``libtorch_npu.so``), as recorded in
-``torch_npu_ops.md`` section 9 of the project's reference material. Do not reformat them.
+Source: the strings passed to ``m.def(...)`` in torch_npu 2.14.0 (``libtorch_npu.so``); op-plugin's
+``op_plugin/config/op_plugin_functions.yaml`` @517f2e7d declares the same strings before the ``self`` ->
+``input`` / ``Tensor[] out`` rewrite (``docs/operators/dispatcher.md#dsp-c11``; the six registered forms that
+differ from the yaml are listed at ``docs/operators/dispatcher.md#dsp-registered``, the yaml forms on each
+operator page's schemas section). Do not reformat them.
 """
 
 SCHEMAS: tuple[str, ...] = (

@@ -1,7 +1,8 @@
 """Rules on argument values of the attention operators (KVL104-KVL111, KVL115).
 
 Defaults that are wrong for nearly every real model, literal values outside the documented set, argument
-combinations the documentation requires (torch_npu_ops.md sections 2, 4 and 5), and tensors passed where the
+combinations the documentation requires (docs/operators/fused_infer_attention.md#fia-arguments and
+#fia-family; the constraints are catalogued in docs/operators/constraints.md), and tensors passed where the
 schema takes an int (docs/operators/dispatcher.md#dsp-t4).
 """
 

@@ -1,6 +1,8 @@
 """Rules on the paged KV cache, cache writes and the kv_len lifecycle (KVL301-KVL308).
 
-Facts: torch_npu_ops.md sections 5.4 (paged attention), 6 (cache write operators) and 8 (S10-S12).
+Facts: docs/operators/fused_infer_attention.md#fia-c34 to #fia-c44 (paged attention) and #fia-t10 (block ids
+are not validated); docs/operators/kv_cache_writes.md (cache write operators; #kvc-t1 and #kvc-t2 for
+discarded and undeclared writes).
 """
 
 from __future__ import annotations

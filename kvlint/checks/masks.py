@@ -1,8 +1,8 @@
 """Rules on attention masks and sparse modes (KVL201-KVL206).
 
 Each rule judges the values that reach the operator's arguments (``kvlint.analysis.evaluate``), path by path: a
-finding needs one path on which the bad combination holds (torch_npu_ops.md sections 5.1 and 5.2,
-reference_semantics.md sections 4 and 8).
+finding needs one path on which the bad combination holds (docs/operators/fused_infer_attention.md#fia-c20
+to #fia-c26, docs/semantics.md#sem-4 and #sem-8).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
-from kvlint.catalogue.pages import DOCS_HOME, doc_url, full_description, help_text, render_page
+from kvlint.catalogue.pages import doc_url, full_description, help_text, standalone_page
+from kvlint.catalogue.project import home_url
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
 
 FORMATS = ("text", "json", "github", "sarif")
@@ -119,7 +120,7 @@ class RuleDescriptor:
     help_text: str
     level: str
     help_markdown: str = ""
-    help_uri: str = ""
+    help_uri: str | None = None
     tags: tuple[str, ...] = ()
 
     def to_sarif(self) -> dict:
@@ -150,7 +151,7 @@ def kvlint_descriptor(entry: Rule) -> RuleDescriptor:
         short=entry.summary,
         full=full_description(entry),
         help_text=help_text(entry),
-        help_markdown=render_page(entry),
+        help_markdown=standalone_page(entry),
         help_uri=doc_url(entry),
         level="error" if entry.severity == "error" else "warning",
         tags=("kvlint", "torch_npu", f"family-{entry.family}"),
@@ -218,17 +219,16 @@ class SarifLog:
             invocation["toolExecutionNotifications"] = [
                 {"level": "error", "message": {"text": text}} for text in self.notifications
             ]
+        driver: dict = {"name": "kvlint", "version": __version__, "semanticVersion": __version__}
+        home = home_url()
+        if home:
+            driver["informationUri"] = home
+        driver["rules"] = [d.to_sarif() for d in self.descriptors()]
         return {
             "$schema": SARIF_SCHEMA,
             "version": "2.1.0",
             "runs": [{
-                "tool": {"driver": {
-                    "name": "kvlint",
-                    "version": __version__,
-                    "semanticVersion": __version__,
-                    "informationUri": DOCS_HOME,
-                    "rules": [d.to_sarif() for d in self.descriptors()],
-                }},
+                "tool": {"driver": driver},
                 "originalUriBaseIds": {SRCROOT: {"uri": self.root.as_uri() + "/"}},
                 "invocations": [invocation],
                 "columnKind": "unicodeCodePoints",

@@ -2,7 +2,7 @@
 
 The public functions of ``kvlint.runtime_probe.reference.operators`` translate each operator's arguments into an
 ``AttentionCall``; ``attention`` resolves layouts, lengths, masks and KV readers per batch and runs
-``online_softmax.attend`` on each. Semantics: reference_semantics.md sections 2-6.
+``online_softmax.attend`` on each. Semantics: docs/semantics.md#sem-2 to #sem-6.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def attention(
 
 def _geometry(call: AttentionCall, single_token: bool) -> tuple[int, int, int, torch.Tensor | None]:
     """(sparse_mode, pre_tokens, next_tokens, atten_mask) in effect. FIA with one query token and no rope
-    ignores sparse_mode and pre/next (reference_semantics.md section 4.2), so the 2048 template of modes
+    ignores sparse_mode and pre/next (docs/semantics.md#sem-4-2), so the 2048 template of modes
     2-4 is not applied either: decode attends to every key below the KV length."""
     if call.decode_rules and single_token and call.query_rope is None:
         if call.sparse_mode in (2, 3, 4):
@@ -265,7 +265,7 @@ def _batches(
 def _shared_prefix(
     key: torch.Tensor, call: AttentionCall, layout: Layout, kv_heads: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The (N, P_act, D) key and value prefix shared by every batch (reference_semantics.md section 3)."""
+    """The (N, P_act, D) key and value prefix shared by every batch (docs/semantics.md#sem-3-6)."""
     key_prefix, value_prefix, lengths = call.shared_prefix
     if key_prefix is None and value_prefix is None:
         return None
@@ -371,7 +371,7 @@ def _paged_readers(
     value_params: Dequant | None,
 ) -> tuple[list[int], Reader, Reader]:
     """KV lengths and readers of paged caches. The KV lengths are per batch, also with TND queries
-    (reference_semantics.md section 3 and section 10, point 4: the vllm-ascend convention)."""
+    (docs/semantics.md#sem-3-3 and #sem-d4: the vllm-ascend convention)."""
     name, table, block_size = operators.KV_LENGTHS_PARAM[call.op], call.block_table, call.block_size
     if block_size <= 0:
         raise ValueError(f"block_size={block_size} must be positive with a block_table")

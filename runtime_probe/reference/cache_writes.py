@@ -2,7 +2,7 @@
 
 The out-of-place variants return a modified copy and leave ``input`` untouched (the device clones it);
 the ``_`` variants write ``input`` in place and return it. Indices are not range-checked on the device;
-here torch's indexing raises on out-of-range indices. Facts: torch_npu_ops.md section 6.
+here torch's indexing raises on out-of-range indices. Facts: docs/operators/kv_cache_writes.md#kvc-c1 to #kvc-c10.
 """
 
 from __future__ import annotations

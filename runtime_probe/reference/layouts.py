@@ -3,7 +3,8 @@
 Every layout is reduced to views, never copies: a non-varlen tensor becomes a (B, N, S, D) view and a
 varlen one (TND/NTD) an (N, T, D) view, from which each batch reads its (N, S_b, D) slice. Output tensors
 are allocated in their own layout and written through the same kind of view.
-Facts: reference_semantics.md sections 2, 3 and 4.3; torch_npu_ops.md sections 5.3, 5.4 and 5.11.
+Facts: docs/semantics.md#sem-2, #sem-3 and #sem-4-3; docs/operators/fused_infer_attention.md#fia-c1,
+#fia-c41 and #fia-returns.
 """
 
 from __future__ import annotations

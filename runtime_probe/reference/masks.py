@@ -3,7 +3,7 @@
 Every mode is a band ``lower <= j - i <= upper`` (with i, j local to the batch and computed from the
 actual lengths S1, S2), intersected with the user mask in modes 0 and 1. The band lets the kernel skip key
 blocks and build a tile's mask from two aranges instead of materialising [S1, S2].
-Polarity: True/1 in ``atten_mask`` means masked out. Facts: reference_semantics.md section 4.
+Polarity: True/1 in ``atten_mask`` means masked out. Facts: docs/semantics.md#sem-4.
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ def check_sparse_mode(sparse_mode: int) -> None:
 def band(sparse_mode: int, pre_tokens: int, next_tokens: int, q_len: int, kv_len: int, has_mask: bool) -> Band:
     """Band of one batch (mode already checked). Modes 3 and 4 are anchored at the bottom-right corner.
 
-    Mode 0 without a mask ignores pre/next; with a mask the band is ANDed with it (reference_semantics.md
-    section 10, point 3). Mode 4 with ``pre_tokens=W, next_tokens=0`` admits W + 1 keys, as the CANN golden
-    does (section 10, point 1).
+    Mode 0 without a mask ignores pre/next; with a mask the band is ANDed with it (docs/semantics.md#sem-d3).
+    Mode 4 with ``pre_tokens=W, next_tokens=0`` admits W + 1 keys, as the CANN golden does
+    (docs/semantics.md#sem-d1).
     """
     shift = kv_len - q_len
     if sparse_mode == 0:

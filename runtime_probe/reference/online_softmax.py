@@ -4,7 +4,7 @@ Live memory is one score tile of ``heads x query_block x key_block`` elements pl
 one query block, never the [S1, S2] score matrix. GQA shares each key/value block between the query
 heads of its group (query head n reads KV head n // (Nq / Nkv)) without repeating K/V.
 Fully masked rows give 0 and lse +inf; rows past the query length are left untouched (the caller
-zero-fills them). Algorithm: reference_semantics.md section 9.
+zero-fills them). Algorithm: docs/semantics.md#sem-9.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _finish(
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Normalise. A learnable sink adds exp(sink) to the denominator and is included in the lse
-    (reference_semantics.md section 10, point 5); a row without any allowed key stays 0 with lse +inf."""
+    (docs/semantics.md#sem-d5 and #sem-d2); a row without any allowed key stays 0 with lse +inf."""
     seen = denominator > 0
     safe = torch.where(seen, denominator, torch.ones_like(denominator))
     lse = torch.where(seen, running_max + torch.log(safe), torch.full_like(running_max, torch.inf))

@@ -6,7 +6,7 @@ inputs' device in float32 (float64 when the query is float64) with a block-wise 
 [S1, S2] score matrix is ever built; it runs without autograd (an inference reference must not keep
 every score tile alive for a backward pass). Options that are not implemented raise ``NotImplementedError``
 naming the argument; reserved arguments that the operator itself ignores are ignored.
-Semantics: reference_semantics.md (sections 1-6, 9; the section 10 choices are noted where they apply).
+Semantics: docs/semantics.md (#sem-1 to #sem-6, #sem-9; the choices of #sem-10 are noted where they apply).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def fused_infer_attention_score(
     a = bind(op, keywords)
     _reject_not_implemented(op, a)
     split = a["key_antiquant_scale"] is not None or a["value_antiquant_scale"] is not None
-    if split:  # the KV-separated parameters take precedence over the combined ones (section 6.2)
+    if split:  # the KV-separated parameters take precedence over the combined ones (docs/semantics.md#sem-6-2)
         key_dequant = (a["key_antiquant_scale"], a["key_antiquant_offset"], _per_token(op, a, "key_antiquant_mode"))
         value_dequant = (
             a["value_antiquant_scale"], a["value_antiquant_offset"], _per_token(op, a, "value_antiquant_mode")

@@ -2,8 +2,8 @@
 
 A reader returns the keys [start, stop) of one batch as an (N, stop - start, D) tensor in the compute
 dtype, so that only one block is ever converted, gathered or dequantised at a time.
-Paged addressing (reference_semantics.md section 5): logical position s of batch b lives in block
-``block_table[b, s // block_size]`` at offset ``s % block_size``. Antiquant (section 6.2):
+Paged addressing (docs/semantics.md#sem-5): logical position s of batch b lives in block
+``block_table[b, s // block_size]`` at offset ``s % block_size``. Antiquant (docs/semantics.md#sem-6-2):
 ``x = (int8 + offset) * scale``.
 """
 

@@ -4,7 +4,7 @@
 the keys there are), paged [blocks, block_size, H] caches and sparse_mode 0 (optional mask), 2 and 3,
 naively in float64. Its two deliberate bugs are the ones the
 probe must catch: top-left instead of bottom-right causal alignment for sparse_mode=3, and the scale
-ignored. The cache writes follow torch_npu_ops.md section 6.
+ignored. The cache writes follow docs/operators/kv_cache_writes.md.
 """
 
 from __future__ import annotations
