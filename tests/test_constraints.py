@@ -408,6 +408,17 @@ def test_quantised_query_modes_are_not_judged_as_antiquant() -> None:
     assert constraints.violations(FIA_V2, bind(OPERATORS[FIA_V2], tensors, kw)) == []
 
 
+def test_gqa_antiquant_with_an_nz_cache_takes_a_few_query_tokens() -> None:
+    """FIA-C68: int8 NZ caches [blocks, KV_N, D/32, block_size, 32] with 1 <= Q_S <= 16 (speculative decoding),
+    which the general paged-prefill rule (FIA-C43) would refuse."""
+    nz = int8(4, 1, 4, 128, 32)
+    tensors = (t(1, 4, 4, 128, dtype=BF16), nz, nz.clone())
+    kw = {"num_heads": 4, "num_key_value_heads": 1, "scale": 0.1, "input_layout": "BNSD", "block_table": table(1, 4),
+          "block_size": 128, "actual_seq_lengths_kv": [300], "key_antiquant_scale": t(1, 1, 128, dtype=BF16),
+          "value_antiquant_scale": t(1, 1, 128, dtype=BF16), "sparse_mode": 3, "atten_mask": TEMPLATE}  # fmt: skip
+    assert constraints.violations(FIA_V1, bind(OPERATORS[FIA_V1], tensors, kw)) == []
+
+
 def test_the_combined_mode_the_device_ignores_is_ignored_by_the_emulator(torch_npu) -> None:
     """FIA-C64: with Q_S > 1 the emulator, like the device, dequantises per channel whatever antiquant_mode."""
     (q, k, v), kw = combined(4, 1)

@@ -34,6 +34,7 @@ from kvlint.runtime_probe.reference.call_facts import (
     EITHER_4D,
     FORM_AXES,
     HEADS_MAJOR,
+    NZ,
     TOKENS_MAJOR,
     Facts,
     axes,
@@ -369,8 +370,11 @@ def block_size_ifa(call: Facts) -> str | None:
 
 
 def paged_prefill_antiquant(call: Facts) -> str | None:
-    """Paged prefill (Q_S > 1) reads fp16/bf16 caches only: no int8 KV, no antiquant parameters."""
+    """Paged prefill (Q_S > 1) reads fp16/bf16 caches only: no int8 KV, no antiquant parameters. The GQA
+    antiquant mode with an NZ cache takes 1 <= Q_S <= 16 (FIA-C68), so NZ caches are not judged."""
     if not call.paged or call.q_seq is None or call.q_seq < 2:
+        return None
+    if NZ in (call.cache_form("key"), call.cache_form("value")):
         return None
     scales = call.given("antiquant_scale", call.name("key_antiquant_scale"), call.name("value_antiquant_scale"))
     int8 = [name for name in ("key", "value") if call.dtype(name) == torch.int8]
