@@ -3,8 +3,10 @@ emulator's refusal, on the two shapes of ``probe_overhead.py`` (paged decode, ca
 
 Each round binds a fresh live call (as the probe does per call) and times, interleaved: the argument checks
 the probe had before (every check of ``ARGUMENT_CHECKS`` outside KVL520-KVL537), the new ones, and the
-emulator's ``constraints.refuse`` on the same arguments. The figure is the median over rounds of the mean
-microseconds per call. Run: ``python benchmarks/constraint_overhead.py [--rounds 7 --calls 2000]``.
+emulator's ``constraints.refuse`` on the same arguments; for scale, the emulated operator call itself (the
+refusal included) on the same arguments. The figure is the median over rounds of the mean microseconds per call,
+and the refusal's share of the emulated call. Run:
+``python benchmarks/constraint_overhead.py [--rounds 7 --calls 2000 --kernel-calls 1]``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kvlint.runtime_probe import emulator
 from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
 from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
 from kvlint.runtime_probe.reference import constraints
@@ -40,7 +43,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--kernel-calls", type=int, default=1, help="emulated operator calls per round")
     options = parser.parse_args()
+    operator = getattr(emulator.install(), OP.name)
     print(f"{'shape':8} {'what':44} {'us/call':>8}")
     for shape, make_case in (("decode", decode_case), ("prefill", prefill_case)):
         args, keywords = make_case()
@@ -59,13 +64,18 @@ def main() -> None:
             "constraint checks KVL520-KVL537": checks(NEW),
             "emulator refusal (constraints.refuse)": lambda: constraints.refuse(OP.name, bound),
         }
-        samples: dict[str, list[float]] = {what: [] for what in measured}
+        kernel = "emulated operator call (refusal included)"
+        samples: dict[str, list[float]] = {what: [] for what in (*measured, kernel)}
         for _ in range(options.rounds):
             for what, run in measured.items():
                 samples[what].append(per_call(run, options.calls))
+            samples[kernel].append(per_call(lambda: operator(*args, **keywords), options.kernel_calls))
         assert not any(measured["constraint checks KVL520-KVL537"]()), "the benchmark calls must be valid"
-        for what, values in samples.items():
-            print(f"{shape:8} {what:44} {statistics.median(values):8.1f}")
+        medians = {what: statistics.median(values) for what, values in samples.items()}
+        for what, value in medians.items():
+            print(f"{shape:8} {what:44} {value:8.1f}")
+        share = medians["emulator refusal (constraints.refuse)"] / medians[kernel]
+        print(f"{shape:8} {'refusal / emulated call':44} {share:8.1e}")
 
 
 if __name__ == "__main__":

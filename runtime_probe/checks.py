@@ -411,10 +411,11 @@ def tensor_scalar_argument(call: LiveCall) -> str | None:
     Metadata only; the one-element value is read only by KVL537."""
     for name, kind, tensor in _scalar_tensors(call):
         if _truncated(kind, tensor, call.concrete) is None:
-            return (f"{name} is a {kind} parameter but got a {tensor.dtype} tensor: the dispatcher reads it on "
-                    f"the host on every call (a device->host sync on the NPU; a captured NPUGraph keeps the "
-                    f"first value){', truncating a float toward zero' if kind == 'int' else ''}; pass a Python "
-                    f"{kind} (docs/operators/dispatcher.md#dsp-t4)")
+            truncates = kind == "int" and tensor.is_floating_point()
+            return (f"{name} is {'an' if kind == 'int' else 'a'} {kind} parameter but got a {tensor.dtype} tensor: "
+                    f"the dispatcher reads it on the host on every call (a device->host sync on the NPU; a "
+                    f"captured NPUGraph keeps the first value){', truncating a float toward zero' if truncates else ''}"
+                    f"; pass a Python {kind} (docs/operators/dispatcher.md#dsp-t4)")
     return None
 
 

@@ -5,6 +5,8 @@ under its code, and a valid neighbouring call passes both."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import sys
 import types
@@ -15,7 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 from kvlint.runtime_probe import emulator
+from kvlint.runtime_probe import probe as runtime_probe
 from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
+from kvlint.runtime_probe.config import Settings
 from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
 from kvlint.runtime_probe.reference import constraints
 from kvlint.runtime_probe.reference.call_facts import Facts
@@ -458,6 +462,19 @@ def test_scalars_passed_as_tensors(keywords: dict, expected: set) -> None:
     assert found == expected
 
 
+
+@pytest.mark.parametrize(
+    ("value", "says_truncates"),
+    [(torch.tensor(2, dtype=torch.int32), False), (torch.tensor(2.0), True)],
+    ids=["int-tensor", "integral-float-tensor"],
+)
+def test_the_scalar_tensor_message_mentions_truncation_only_for_a_float(value: torch.Tensor,
+                                                                         says_truncates: bool) -> None:
+    (q, k, v), kw = bsh(1)
+    message = probe_findings(FIA_V1, ((q, k, v), {**kw, "num_heads": value}))["KVL536"]
+    assert message.startswith(f"num_heads is an int parameter but got a {value.dtype} tensor")
+    assert ("truncating a float toward zero" in message) == says_truncates
+
 def test_the_probe_reports_a_refused_call_at_the_user_line_and_the_error_reaches_the_user(probe, torch_npu) -> None:
     running = probe(compare=False)
     (q, k, v), kw = bnsd(1, "BNSD_BSND")
@@ -467,3 +484,43 @@ def test_the_probe_reports_a_refused_call_at_the_user_line_and_the_error_reaches
     line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# refused here"))
     assert ("KVL520", "tests/test_constraints.py", line) in found
 
+
+
+def test_the_out_overload_refuses_as_the_default_one_and_leaves_out_untouched(torch_npu) -> None:
+    """``npu_fused_infer_attention_score.out`` (vllm-ascend's graph-captured decode calls it) runs the same table
+    before writing: a refused call raises and the output buffers keep their contents."""
+    (q, k, v), kw = bnsd(1, "BNSD_BSND")
+    attention_out, lse = torch.full((1, 1, 2, 16), 7.0, dtype=HALF), torch.zeros(1)
+    with pytest.raises(RuntimeError, match=re.escape("(FIA-C2, docs/operators/fused_infer_attention.md#fia-c2)")):
+        torch.ops.npu.npu_fused_infer_attention_score.out(q, k, v, **kw, out=[attention_out, lse])
+    assert torch.equal(attention_out, torch.full((1, 1, 2, 16), 7.0, dtype=HALF))
+    (q, k, v), kw = bnsd(1, "BNSD")
+    attention_out = torch.empty(1, 2, 1, 16, dtype=HALF)
+    torch.ops.npu.npu_fused_infer_attention_score.out(q, k, v, **kw, out=[attention_out, lse])
+    expected, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)
+    assert torch.equal(attention_out, expected)
+
+
+def _run_under_the_probe(program: str) -> str:
+    """What the probe prints for a page program run as ``example.py`` on a fresh emulated torch_npu (the
+    operator may then refuse the call: the device would too)."""
+    previous = sys.modules.pop("torch_npu", None)
+    stream = io.StringIO()
+    try:
+        emulator.install()
+        runtime_probe.activate(Settings(), stream=stream)
+        with contextlib.suppress(RuntimeError):
+            exec(compile(program, "example.py", "exec"), {"__name__": "__main__"})  # noqa: S102 - the page's example
+    finally:
+        runtime_probe.deactivate()
+        sys.modules.pop("torch_npu", None)
+        if previous is not None:
+            sys.modules["torch_npu"] = previous
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize("code", sorted(PROBE_DOCS))
+def test_a_constraint_pages_bad_program_is_reported_with_its_code_and_the_fixed_one_is_clean(code: str) -> None:
+    printed = _run_under_the_probe(PROBE_DOCS[code].bad)
+    assert printed and all(f": {code} {RULES[code].symbol}: " in line for line in printed.splitlines()), printed
+    assert _run_under_the_probe(PROBE_DOCS[code].good) == ""

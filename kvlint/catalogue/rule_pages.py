@@ -52,6 +52,7 @@ class RuleDoc:
 
 
 _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
+_PROBE_HEADER = "import torch\nimport torch_npu\n\n"
 
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
@@ -668,7 +669,6 @@ def _doc(page_anchor: str, title: str) -> Reference:
 
 _PROBED = ("The probe reports the live call (its site and the message); the code is not rewritten: the fix "
            "depends on the model's shapes.")
-_FIA = "torch_npu.npu_fused_infer_attention_score"
 
 PROBE_DOCS: dict[str, RuleDoc] = {
     "KVL520": RuleDoc(
@@ -676,9 +676,21 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "query token, or `\"BNSD_NBSD\"` with a query length outside 2-16.",
         why="Those output transposes exist only for prefill (BNSD_BSND) and short prefills (BNSD_NBSD); the "
             "device refuses the call and the emulator raises `RuntimeError`, as it does.",
-        bad=f"out, _ = {_FIA}(q, k, v, num_heads=32, scale=s, input_layout=\"BNSD_BSND\")  # q: (B, 32, 1, 128)\n",
-        good=f"out, _ = {_FIA}(q, k, v, num_heads=32, scale=s, input_layout=\"BNSD\")\n"
-             "out = out.transpose(1, 2)  # (B, 1, 32, 128)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 8, 1, 64).half()  # decode: one query token\n"
+            "k = v = torch.randn(1, 8, 16, 64).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=8, scale=0.125, input_layout=\"BNSD_BSND\"\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 8, 1, 64).half()\n"
+            "k = v = torch.randn(1, 8, 16, 64).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=8, scale=0.125, input_layout=\"BNSD\"\n"
+            ")\n"
+            "out = out.transpose(1, 2)  # (B, Q_S, N, D)\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c2", "FIA-C2 BNSD_BSND only for Q_S > 1"),
                     _doc("fused_infer_attention.md#fia-c3", "FIA-C3 BNSD_NBSD only for 1 < Q_S <= 16")),
         no_fix=_PROBED,
@@ -688,20 +700,47 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "than TND / NTD_TND, a value head dim above 128, a sink that is not bfloat16 of shape `(Q_N,)`, "
              "or a sink together with `pse_shift` or (anti)quantisation.",
         why="The sink is implemented only in those kernels; the device refuses the other calls.",
-        bad="out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=64, softmax_scale=s,\n"
-            "    input_layout=\"BSND\", learnable_sink=sinks.float())\n",
-        good="out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=64, softmax_scale=s,\n"
-             "    input_layout=\"TND\", actual_seq_qlen=cu_q, actual_seq_kvlen=cu_kv, learnable_sink=sinks)  # bf16\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 4, 64).bfloat16()\n"
+            "k = v = torch.randn(1, 12, 4, 64).bfloat16()\n"
+            "sinks = torch.zeros(4)  # one logit per head, kept in float32\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, softmax_scale=0.125, input_layout=\"BSND\", learnable_sink=sinks\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(7, 4, 64).bfloat16()  # TND: the tokens of every request\n"
+            "k = v = torch.randn(12, 4, 64).bfloat16()\n"
+            "sinks = torch.zeros(4).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, softmax_scale=0.125, input_layout=\"TND\",\n"
+            "    actual_seq_qlen=[3, 7], actual_seq_kvlen=[5, 12], learnable_sink=sinks, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c70", "FIA-C70 learnable_sink"),),
         no_fix=_PROBED,
     ),
     "KVL522": RuleDoc(
         what="Reports a live MLA call (`query_rope` / `key_rope` given) whose query head dim is not 128 or 512.",
         why="MLA is implemented for the absorbed latent (D = 512) and D = 128 only; the device refuses others.",
-        bad=f"out, _ = {_FIA}(q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, scale=s)"
-            "  # D = 256\n",
-        good=f"out, _ = {_FIA}(q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, scale=s)"
-             "  # D = 512\n",
+        bad=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 256).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 256).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, num_key_value_heads=1,\n"
+            "    scale=0.06, input_layout=\"BSND\",\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 512).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 512).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "# the absorbed latent: D = 512\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, num_key_value_heads=1,\n"
+            "    scale=0.06, input_layout=\"BSND\",\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c48", "FIA-C48 MLA query D is 128 or 512"),),
         no_fix=_PROBED,
     ),
@@ -711,10 +750,24 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "combined `antiquant_mode` other than 0/1 for decode, or a combined scale that is not float16 with "
              "several query tokens.",
         why="These combinations are documented as unsupported; the device refuses them.",
-        bad=f"out, _ = {_FIA}(q, k_int8, v_int8, num_heads=8, scale=s, key_antiquant_scale=ks,\n"
-            "    value_antiquant_scale=vs, key_antiquant_mode=1, value_antiquant_mode=0)\n",
-        good=f"out, _ = {_FIA}(q, k_int8, v_int8, num_heads=8, scale=s, key_antiquant_scale=ks,\n"
-             "    value_antiquant_scale=vs, key_antiquant_mode=0, value_antiquant_mode=1)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "per_token, per_channel = torch.rand(1, 16) + 0.5, torch.rand(256) + 0.5\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, key_antiquant_scale=per_token, key_antiquant_mode=1,\n"
+            "    value_antiquant_scale=per_channel, value_antiquant_mode=0,\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "per_token, per_channel = torch.rand(1, 16) + 0.5, torch.rand(256) + 0.5\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, key_antiquant_scale=per_channel, key_antiquant_mode=0,\n"
+            "    value_antiquant_scale=per_token, value_antiquant_mode=1,\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c61", "FIA-C61 KV-separated antiquant modes"),
                     _doc("fused_infer_attention.md#fia-c64", "FIA-C64 combined antiquant_mode")),
         no_fix=_PROBED,
@@ -724,17 +777,40 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "`antiquant_mode`.",
         why="With Q_S > 1 the mode has no effect: the device dequantises per channel, so per-token scales are "
             "not what it applies. The emulator computes per channel too.",
-        bad=f"out, _ = {_FIA}(q, k_int8, v_int8, num_heads=8, scale=s, antiquant_scale=scale, antiquant_mode=1)"
-            "  # Q_S = 128\n",
-        good=f"out, _ = {_FIA}(q, k_int8, v_int8, num_heads=8, scale=s, antiquant_scale=per_channel_fp16)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()  # Q_S = 4 (speculative tokens)\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "scale = (torch.rand(2, 256) + 0.5).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(  # antiquant_mode=1: per-token dequantisation\n"
+            "    q, k, v, num_heads=2, scale=0.09, antiquant_scale=scale, antiquant_mode=1, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "scale = (torch.rand(2, 256) + 0.5).half()  # per channel, as the device applies it with Q_S > 1\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, antiquant_scale=scale, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c64", "FIA-C64 combined antiquant_mode"),),
         no_fix=_PROBED,
     ),
     "KVL525": RuleDoc(
         what="Reports `inner_precise` outside 0-3 on FIA (outside 0/1 for one query token), or outside 0/1 on IFA.",
         why="Only those precision modes exist; the device refuses others.",
-        bad=f"out, _ = {_FIA}(q, k, v, num_heads=8, scale=s, inner_precise=2)  # decode, Q_S = 1\n",
-        good=f"out, _ = {_FIA}(q, k, v, num_heads=8, scale=s, inner_precise=0)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()  # decode, Q_S = 1\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, inner_precise=2)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, inner_precise=0)\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c56", "FIA-C56 inner_precise"),
                     _doc("incre_prompt_flash_attention.md#ifa-c15", "IFA-C15 inner_precise")),
         no_fix=_PROBED,
@@ -745,8 +821,21 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "head dims.",
         why="The device's handling of those shapes is not documented (under-ranked masks have given wrong "
             "results, FIA-T8); the emulator computes them as the documented shapes would be read.",
-        bad=f"out, _ = {_FIA}(q, k, v, num_heads=8, scale=s, atten_mask=mask)  # mask: (B, Q_S, KV_S)\n",
-        good=f"out, _ = {_FIA}(q, k, v, num_heads=8, scale=s, atten_mask=mask[:, None])  # (B, 1, Q_S, KV_S)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(2, 4, 256).half()\n"
+            "k = v = torch.randn(2, 16, 256).half()\n"
+            "mask = torch.zeros(2, 4, 16, dtype=torch.bool)  # (B, Q_S, KV_S)\n"
+            "mask[1, :, 12:] = True  # the second request has 12 tokens\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, atten_mask=mask)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(2, 4, 256).half()\n"
+            "k = v = torch.randn(2, 16, 256).half()\n"
+            "mask = torch.zeros(2, 4, 16, dtype=torch.bool)\n"
+            "mask[1, :, 12:] = True\n"
+            "mask = mask[:, None]  # (B, 1, Q_S, KV_S)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, atten_mask=mask)\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c21", "FIA-C21 mode 0/1 mask shapes"),
                     _doc("fused_infer_attention.md#fia-t8", "FIA-T8 under-ranked masks")),
         no_fix=_PROBED,
@@ -755,11 +844,25 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         what="Reports a heads-major paged cache `(blocks, KV_N, block_size, D)` with a query layout other than "
              "BNSD / TND (IFA: other than BNSD).",
         why="That cache form is documented only with those query layouts; the device refuses the others.",
-        bad=f"out, _ = {_FIA}(q, k_cache, v_cache, num_heads=8, scale=s, input_layout=\"BSH\", block_table=t,\n"
-            "    block_size=128, actual_seq_lengths_kv=lens)  # k_cache: (blocks, 2, 128, 128)\n",
-        good=f"out, _ = {_FIA}(q, k_cache.transpose(1, 2).flatten(2), v_cache.transpose(1, 2).flatten(2),\n"
-             "    num_heads=8, scale=s, input_layout=\"BSH\", block_table=t, block_size=128,\n"
-             "    actual_seq_lengths_kv=lens)  # (blocks, 128, 256)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()  # BSH\n"
+            "k_cache = v_cache = torch.randn(4, 2, 128, 128).half()  # (blocks, KV_N, block_size, D)\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BSH\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k_cache = v_cache = torch.randn(4, 2, 128, 128).half()\n"
+            "k_bsh = v_bsh = k_cache.transpose(1, 2).flatten(2)  # (blocks, block_size, KV_N * D)\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_bsh, v_bsh, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BSH\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c41", "FIA-C41 paged cache layouts"),
                     _doc("incre_prompt_flash_attention.md#ifa-c10", "IFA-C10 paged cache layouts")),
         no_fix=_PROBED,
@@ -768,10 +871,25 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         what="Reports a tokens-major 4-D paged cache `(blocks, block_size, KV_N, D)` passed to FIA or IFA.",
         why="It is ATB's layout, not a documented FIA / IFA one; the emulator reads it, the device's reading is "
             "not documented. View it as `(blocks, block_size, KV_N * D)`, which every query layout takes.",
-        bad=f"out, _ = {_FIA}(q, k_cache, v_cache, num_heads=8, scale=s, block_table=t, block_size=128,\n"
-            "    actual_seq_lengths_kv=lens)  # k_cache: (blocks, 128, 2, 128)\n",
-        good=f"out, _ = {_FIA}(q, k_cache.flatten(2), v_cache.flatten(2), num_heads=8, scale=s, block_table=t,\n"
-             "    block_size=128, actual_seq_lengths_kv=lens)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 2, 1, 128).half()  # BNSD\n"
+            "k_cache = v_cache = torch.randn(4, 128, 2, 128).half()  # (blocks, block_size, KV_N, D), as for ATB\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BNSD\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 2, 1, 128).half()\n"
+            "k_cache = v_cache = torch.randn(4, 128, 2, 128).half()\n"
+            "k_bsh = v_bsh = k_cache.flatten(2)  # (blocks, block_size, KV_N * D): every query layout takes it\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_bsh, v_bsh, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BNSD\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-q14", "FIA-Q14 the tokens-major cache"),),
         no_fix=_PROBED,
     ),
@@ -780,10 +898,26 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "for prefill, a multiple of 16 (32 for int8 KV) up to 512 for decode, a multiple of 16 up to 1024 "
              "with TND layouts or MLA with D = 512; IFA a multiple of 16 (32 for int8 KV).",
         why="The kernels tile the cache in those block sizes; the device refuses the others.",
-        bad=f"out, _ = {_FIA}(q, k_cache, v_cache, num_heads=8, scale=s, sparse_mode=3, atten_mask=template,\n"
-            "    block_table=t, block_size=16, actual_seq_lengths_kv=lens)  # prefill, Q_S = 512\n",
-        good=f"out, _ = {_FIA}(q, k_cache, v_cache, num_heads=8, scale=s, sparse_mode=3, atten_mask=template,\n"
-             "    block_table=t, block_size=128, actual_seq_lengths_kv=lens)\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()  # a prefill chunk, Q_S = 64\n"
+            "k_cache = v_cache = torch.randn(16, 16, 256).half()  # block_size 16\n"
+            "table = torch.arange(8, dtype=torch.int32)[None]\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, scale=0.09, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1), block_table=table, block_size=16,\n"
+            "    actual_seq_lengths_kv=[128],\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()\n"
+            "k_cache = v_cache = torch.randn(2, 128, 256).half()  # block_size 128\n"
+            "table = torch.arange(1, dtype=torch.int32)[None]\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, scale=0.09, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1), block_table=table, block_size=128,\n"
+            "    actual_seq_lengths_kv=[128],\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c36", "FIA-C36 block_size with Q_S > 1"),
                     _doc("fused_infer_attention.md#fia-c37", "FIA-C37 block_size with Q_S = 1"),
                     _doc("incre_prompt_flash_attention.md#ifa-c12", "IFA-C12 block_size")),
@@ -792,9 +926,30 @@ PROBE_DOCS: dict[str, RuleDoc] = {
     "KVL530": RuleDoc(
         what="Reports paged attention with several query tokens and an int8 cache or antiquant scales.",
         why="Paged prefill reads fp16 / bf16 caches only; the device refuses antiquant there.",
-        bad=f"out, _ = {_FIA}(q, k_int8_cache, v_int8_cache, num_heads=8, scale=s, key_antiquant_scale=ks,\n"
-            "    value_antiquant_scale=vs, block_table=t, block_size=128, actual_seq_lengths_kv=lens)  # Q_S = 64\n",
-        good="k_cache, v_cache = dequantise(k_int8_cache, ks), dequantise(v_int8_cache, vs)  # or a contiguous KV\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()  # a prefill chunk, Q_S = 64\n"
+            "k_cache = v_cache = torch.randint(-8, 8, (2, 128, 256), dtype=torch.int8)\n"
+            "scale = torch.rand(256) + 0.5\n"
+            "table = torch.tensor([[0]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, scale=0.09, key_antiquant_scale=scale,\n"
+            "    value_antiquant_scale=scale, block_table=table, block_size=128,\n"
+            "    actual_seq_lengths_kv=[128], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()\n"
+            "k_cache = v_cache = torch.randint(-8, 8, (2, 128, 256), dtype=torch.int8)\n"
+            "scale = torch.rand(256) + 0.5\n"
+            "k_half = v_half = (k_cache * scale).half()  # dequantised before the prefill\n"
+            "table = torch.tensor([[0]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_half, v_half, num_heads=2, scale=0.09, block_table=table, block_size=128,\n"
+            "    actual_seq_lengths_kv=[128], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c43", "FIA-C43 paged attention combinations"),),
         no_fix=_PROBED,
     ),
@@ -805,10 +960,24 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         why="A warning, not an error: public code runs other head dims on devices (vllm-ascend's GPT-OSS path, "
             "D = 64 with GQA; cann-recipes-infer's Gemma 4, D = 256), so support depends on the CANN version. "
             "Check it on the target release.",
-        bad="out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=32,\n"
-            "    num_key_value_heads=8, softmax_scale=s, input_layout=\"TND\", actual_seq_qlen=cu_q,\n"
-            "    actual_seq_kvlen=cu_kv)  # D = 256\n",
-        good="# the same call, after checking that the installed CANN release supports D = 256 in TND\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(7, 4, 256).bfloat16()  # TND, D = 256\n"
+            "k = v = torch.randn(12, 2, 256).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, num_key_value_heads=2, softmax_scale=0.06, input_layout=\"TND\",\n"
+            "    actual_seq_qlen=[3, 7], actual_seq_kvlen=[5, 12], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(7, 4, 128).bfloat16()  # TND, D = 128\n"
+            "k = v = torch.randn(12, 2, 128).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, num_key_value_heads=2, softmax_scale=0.09, input_layout=\"TND\",\n"
+            "    actual_seq_qlen=[3, 7], actual_seq_kvlen=[5, 12], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c55", "FIA-C55 TND head dims"),),
         no_fix=_PROBED,
     ),
@@ -816,10 +985,22 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         what="Reports a batch, query or KV head count or head dim above the operator's limits (N <= 256, "
              "D <= 512, B <= 65536 (IFA 65535); at most 4096 batches in the TND layouts).",
         why="The device refuses calls beyond those limits.",
-        bad="out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=8, softmax_scale=s,\n"
-            "    input_layout=\"TND\", actual_seq_qlen=cu_q, actual_seq_kvlen=cu_kv)  # 8192 requests\n",
-        good="for part in split_batches(requests, 4096):  # at most 4096 per call\n"
-             "    run_attention(part)\n",
+        bad=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 512).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 512).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "q, k = torch.cat([q_nope, q_pe], -1), torch.cat([k_nope, k_pe], -1)  # D = 576\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, k_nope, num_heads=16, num_key_value_heads=1, scale=0.04, input_layout=\"BSND\"\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 512).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 512).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, num_key_value_heads=1,\n"
+            "    scale=0.04, input_layout=\"BSND\",\n"
+            ")\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c9", "FIA-C9 axis limits"),
                     _doc("fused_infer_attention.md#fia-c15", "FIA-C15 at most 4096 TND batches")),
         no_fix=_PROBED,
@@ -830,8 +1011,16 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "shapes that differ.",
         why="These are the checks the eager code makes (FIA) or the documentation states (IFA); the device "
             "raises. FIA's key and value head dims may differ (SEM-D6).",
-        bad=f"out, _ = {_FIA}(q, k, v.view(b, s, n, d), num_heads=n, scale=scale)  # q, k: (B, S, H)\n",
-        good=f"out, _ = {_FIA}(q, k, v, num_heads=n, scale=scale)  # all (B, S, H)\n",
+        bad=_PROBE_HEADER + (
+            "q = k = torch.randn(1, 1, 256).half()  # (B, S, H)\n"
+            "v = torch.randn(1, 1, 2, 128).half()  # (B, S, N, D)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = k = torch.randn(1, 1, 256).half()\n"
+            "v = torch.randn(1, 1, 2, 128).half().flatten(2)  # (B, S, H) like the query\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09)\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c8", "FIA-C8 the eager rank checks"),
                     _doc("incre_prompt_flash_attention.md#ifa-c4", "IFA-C4 ranks and shapes")),
         no_fix=_PROBED,
@@ -840,8 +1029,19 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         what="Reports a `pse_shift` whose dtype does not follow the query's, a decode call with `pse_shift` and a "
              "head dim not divisible by 16, or `pse_shift` with a TND-family layout or MLA.",
         why="The position bias is documented only in those combinations; the device refuses the others.",
-        bad=f"out, _ = {_FIA}(q_fp16, k, v, num_heads=8, scale=s, pse_shift=alibi.bfloat16())\n",
-        good=f"out, _ = {_FIA}(q_fp16, k, v, num_heads=8, scale=s, pse_shift=alibi.half())\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "alibi = torch.randn(1, 2, 1, 16).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, pse_shift=alibi)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "alibi = torch.randn(1, 2, 1, 16).bfloat16()\n"
+            "alibi = alibi.half()  # the query's dtype\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, pse_shift=alibi)\n"
+        ),
         references=(_doc("fused_infer_attention.md#fia-c30", "FIA-C30 pse_shift dtype and shape"),
                     _doc("fused_infer_attention.md#fia-c31", "FIA-C31 D % 16 at Q_S = 1"),
                     _doc("fused_infer_attention.md#fia-c32", "FIA-C32 no pse with TND or MLA")),
@@ -852,10 +1052,23 @@ PROBE_DOCS: dict[str, RuleDoc] = {
              "sparse_mode 4 and an int8 output (FIA), and `npu_fusion_attention`'s negative edges that leave a "
              "row empty (`|next| >= Skv` or `pre < |next|`, and the mirror case).",
         why="These bands are documented as unsupported; the device refuses them.",
-        bad="out = torch_npu.npu_fusion_attention(q, k, v, 8, \"BSND\", atten_mask=mask, sparse_mode=4,\n"
-            "    pre_tockens=4, next_tockens=-8)[0]  # Skv = 8\n",
-        good="out = torch_npu.npu_fusion_attention(q, k, v, 8, \"BSND\", atten_mask=mask, sparse_mode=4,\n"
-             "    pre_tockens=4, next_tockens=-2)[0]\n",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, sparse_mode=4, pre_tokens=8, next_tokens=-1,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1), quant_scale2=torch.ones(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(  # a float16 output, quantised afterwards\n"
+            "    q, k, v, num_heads=2, scale=0.09, sparse_mode=4, pre_tokens=8, next_tokens=-1,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+            "out_int8 = torch.clamp(torch.round(out.float() * 16), -128, 127).to(torch.int8)\n"
+        ),
         references=(_doc("fusion_attention.md#fa-c14", "FA-C14 negative band arguments"),
                     _doc("fused_infer_attention.md#fia-c27", "FIA-C27 int8 output and negative pre/next")),
         no_fix=_PROBED,
@@ -864,8 +1077,16 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         what="Reports a one-element tensor passed for a scalar `int`, `float` or `bool` parameter of a live call.",
         why="The dispatcher converts it on the host on every call: a device->host synchronisation on the NPU, and "
             "a captured NPUGraph keeps the first value. Pass a Python number.",
-        bad=f"out, _ = {_FIA}(q, k, v, num_heads=heads_tensor, scale=s)\n",
-        good=f"out, _ = {_FIA}(q, k, v, num_heads=int(heads_tensor), scale=s)  # once, outside the step\n",
+        bad=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 256).half()\n"
+            "heads = torch.tensor(2)  # kept as a tensor with the model's config\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.09)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 256).half()\n"
+            "heads = int(torch.tensor(2))  # once, outside the step\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.09)\n"
+        ),
         references=(_doc("dispatcher.md#dsp-t3", "DSP-T3 scalar conversions"),
                     _doc("dispatcher.md#dsp-t4", "DSP-T4 a float tensor for an int")),
         no_fix=_PROBED,
@@ -874,8 +1095,16 @@ PROBE_DOCS: dict[str, RuleDoc] = {
         what="Reports a floating-point tensor whose value is not a whole number, passed for an `int` parameter.",
         why="The dispatcher truncates it toward zero without a warning: `num_heads=torch.tensor(3.9)` runs with "
             "3 heads. The static rule KVL115 reports the tensors the code builds itself.",
-        bad=f"out, _ = {_FIA}(q, k, v, num_heads=torch.tensor(3.9), scale=s)\n",
-        good=f"out, _ = {_FIA}(q, k, v, num_heads=4, scale=s)\n",
+        bad=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 48).half()\n"
+            "heads = torch.tensor(3.9)  # a float tensor: the operator runs with 3 heads\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.25)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 48).half()\n"
+            "heads = 4  # a Python int\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.29)\n"
+        ),
         references=(_doc("dispatcher.md#dsp-t4", "DSP-T4 a float tensor for an int"),),
         no_fix=_PROBED,
     ),
