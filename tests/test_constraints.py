@@ -475,14 +475,24 @@ def test_the_scalar_tensor_message_mentions_truncation_only_for_a_float(value: t
     assert message.startswith(f"num_heads is an int parameter but got a {value.dtype} tensor")
     assert ("truncating a float toward zero" in message) == says_truncates
 
-def test_the_probe_reports_a_refused_call_at_the_user_line_and_the_error_reaches_the_user(probe, torch_npu) -> None:
+PROBED_REFUSALS = [
+    (FIA_V1, lambda: bnsd(1, "BNSD_BSND"), "KVL520", "FIA-C2"),
+    (FIA_V2, lambda: v2(with_(bsh(), learnable_sink=t(2, dtype=BF16))), "KVL521", "FIA-C70"),
+    (IFA, lambda: with_(ifa_paged("BSH", (2, 16, 32)), inner_precise=2), "KVL525", "IFA-C15"),
+    (PFA, lambda: heads(128, 1, PFA), "KVL109", "PFA-C14"),
+]
+
+
+@pytest.mark.parametrize(("op", "args", "code", "rule"), PROBED_REFUSALS, ids=[c[3] for c in PROBED_REFUSALS])
+def test_the_probe_reports_a_refused_call_at_the_user_line_and_the_error_reaches_the_user(
+        op: str, args: Callable[[], Args], code: str, rule: str, probe, torch_npu) -> None:
     running = probe(compare=False)
-    (q, k, v), kw = bnsd(1, "BNSD_BSND")
-    with pytest.raises(RuntimeError, match="FIA-C2"):
-        torch_npu.npu_fused_infer_attention_score(q, k, v, **kw)  # refused here
+    tensors, kw = args()
+    with pytest.raises(RuntimeError, match=rule):
+        getattr(torch_npu, op)(*tensors, **kw)  # refused here
     found = {(f.code, f.path, f.line) for f in running.recorder.findings.values()}
     line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# refused here"))
-    assert ("KVL520", "tests/test_constraints.py", line) in found
+    assert (code, "tests/test_constraints.py", line) in found
 
 
 

@@ -131,7 +131,8 @@ def sink_dtype_and_shape(call: Facts) -> str | None:
 
 
 def sink_exclusions(call: Facts) -> str | None:
-    """The sink kernels take no position bias and no (anti)quantisation."""
+    """The sink kernels take no position bias and no (anti)quantisation. The shared prefix and left padding
+    FIA-C70 also excludes are v1 parameters, which v2 (the only operator with a sink) does not have."""
     if call.tensor("learnable_sink") is None:
         return None
     excluded = call.given("pse_shift", "dequant_scale_query", "dequant_scale_key", "dequant_scale_value",
