@@ -393,6 +393,92 @@ def test_patterns_of_public_code_are_not_refused(op: str, args: Callable[[], Arg
     getattr(torch_npu, op)(*tensors, **kw)
 
 
+def gpt_oss_sliding_prefill() -> Args:
+    """cann-recipes-infer's GPT-OSS prefill: FIA v2 TND, GQA, head dim 64, a bf16 sink, a sliding window
+    (sparse_mode 4, pre_tokens = window, next_tokens 0)."""
+    (q, k, v), kw = sink_call(heads_kv=2)
+    kw.update(sparse_mode=4, pre_tokens=4, next_tokens=0, atten_mask=TEMPLATE)
+    return (q, k, v), kw
+
+
+def qwen3_paged_tnd_decode() -> Args:
+    """cann-recipes-infer's Qwen3 decode: FIA v2 TND, one token per request, a (blocks, 128, KV_N * D) cache."""
+    cache = t(3, 128, 128, seed=1, dtype=BF16)
+    return (t(2, 2, 128, dtype=BF16), cache, cache.clone()), {
+        "num_query_heads": 2, "num_key_value_heads": 1, "softmax_scale": 0.09, "input_layout": "TND",
+        "sparse_mode": 3, "atten_mask": TEMPLATE, "actual_seq_qlen": [1, 2], "actual_seq_kvlen": [65, 65],
+        "block_table": table(2, 1), "block_size": 128}  # fmt: skip
+
+
+def deepseek_mla_tnd_ntd_decode() -> Args:
+    """cann-recipes-infer's DeepSeek absorbed MLA decode: FIA v2 TND_NTD, D = 512 with a 64-wide rope part,
+    one KV head, (blocks, 1, 128, D) caches."""
+    cache, rope = t(3, 1, 128, 512, seed=1, dtype=BF16), t(3, 1, 128, 64, seed=2, dtype=BF16)
+    return (t(2, 2, 512, dtype=BF16), cache, cache), {
+        "query_rope": t(2, 2, 64, dtype=BF16), "key_rope": rope, "num_query_heads": 2, "num_key_value_heads": 1,
+        "softmax_scale": 0.04, "input_layout": "TND_NTD", "sparse_mode": 0, "actual_seq_qlen": [1, 2],
+        "actual_seq_kvlen": [65, 65], "block_table": table(2, 1), "block_size": 128}  # fmt: skip
+
+
+def deepseek_mla_ntd_tnd_prefill() -> Args:
+    """cann-recipes-infer's DeepSeek MLA prefill: FIA v1 NTD_TND with rope, D = 128, causal template."""
+    return (t(2, 24, 128, dtype=BF16), t(2, 24, 128, dtype=BF16), t(2, 24, 128, dtype=BF16)), {
+        "query_rope": t(2, 24, 64, dtype=BF16), "key_rope": t(2, 24, 64, dtype=BF16), "num_heads": 2,
+        "num_key_value_heads": 2, "input_layout": "NTD_TND", "atten_mask": TEMPLATE, "sparse_mode": 3,
+        "actual_seq_lengths": [10, 24], "actual_seq_lengths_kv": [10, 24], "scale": 0.07, "antiquant_mode": 0,
+        "antiquant_scale": None, "next_tokens": 0}  # fmt: skip
+
+
+def nano_vllm_bnsd_paged_decode() -> Args:
+    """nano-vllm-ascend's decode: FIA v1 BNSD query over a (blocks, 128, KV_N * D) cache, padded batch rows of
+    KV length 0, inner_precise 1."""
+    cache = t(8, 128, 256, seed=1, dtype=BF16)
+    return (t(4, 4, 1, 128, dtype=BF16), cache, cache.clone()), {
+        "num_heads": 4, "num_key_value_heads": 2, "scale": 0.09, "input_layout": "BNSD",
+        "actual_seq_lengths_kv": [34, 38, 0, 0], "block_table": table(4, 2), "block_size": 128,
+        "inner_precise": 1}  # fmt: skip
+
+
+def ifa_heads_major_decode() -> Args:
+    """Nano-vLLM-Ascend's decode: IFA BNSD over a heads-major (blocks, KV_N, 256, D) cache."""
+    cache = t(2, 2, 256, 128, seed=1, dtype=BF16)
+    return (t(2, 4, 1, 128, dtype=BF16), cache, cache.clone()), {
+        "num_heads": 4, "num_key_value_heads": 2, "scale_value": 0.09, "input_layout": "BNSD",
+        "actual_seq_lengths": [13, 8], "block_table": table(2, 1), "block_size": 256}  # fmt: skip
+
+
+def bsh_decode_contiguous_cache() -> Args:
+    """cann-recipes-infer's older Qwen3-MoE decode: FIA v1 BSH over a contiguous cache, KV lengths as a list,
+    antiquant_mode 0 without a scale."""
+    return (t(2, 1, 256, dtype=BF16), t(2, 36, 128, dtype=BF16), t(2, 36, 128, dtype=BF16)), {
+        "num_heads": 2, "num_key_value_heads": 1, "input_layout": "BSH", "scale": 0.09,
+        "actual_seq_lengths_kv": [33, 33], "antiquant_mode": 0, "antiquant_scale": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "warned"),
+    [
+        (FIA_V2, gpt_oss_sliding_prefill, {"KVL531"}),  # D = 64 with GQA: not in FIA-C55's list, run on devices
+        (FIA_V2, qwen3_paged_tnd_decode, set()),
+        (FIA_V2, deepseek_mla_tnd_ntd_decode, set()),
+        (FIA_V1, deepseek_mla_ntd_tnd_prefill, set()),
+        (FIA_V1, nano_vllm_bnsd_paged_decode, set()),
+        (IFA, ifa_heads_major_decode, set()),
+        (FIA_V1, bsh_decode_contiguous_cache, set()),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
+def test_the_calls_public_programs_make_are_computed(op: str, args: Callable[[], Args], warned: set[str],
+                                                      torch_npu) -> None:
+    """The attention calls of public programs run under the emulator (issue 14's drivers recorded their
+    signatures; shapes here at the models' real head dims): the table refuses none of them."""
+    tensors, kw = args()
+    found = constraints.violations(op, bind(OPERATORS[op], tensors, kw))
+    assert {v.constraint.code for v in found} == warned
+    assert all(v.constraint.raises is None for v in found)
+    getattr(torch_npu, op)(*tensors, **kw)
+
+
 def test_head_dims_public_code_runs_are_warned_about_not_refused(torch_npu) -> None:
     """FIA-C55 lists few TND head dims, but vllm-ascend (GPT-OSS: D = 64, GQA, a sink) and cann-recipes-infer
     (Gemma 4: D = 256) run others on devices: the probe warns, the emulator computes."""
