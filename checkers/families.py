@@ -7,11 +7,14 @@ Options (rc file ``[kvlint]`` section, ``[tool.pylint.kvlint]`` in pyproject.tom
 ``kv-len-names``, ``extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``, several
 separated by commas), ``kvlint-select``, ``kvlint-ignore`` and ``kvlint-per-file-ignores`` (pylint's own
 ``ignore`` option names files, so the selection options carry the prefix; pylint's ``--disable`` works too).
-``# kvlint: disable=...`` comments are honoured as in the CLI; ``# pylint: disable=<symbol>`` as usual.
+``# kvlint: disable=...`` comments are honoured as in the CLI (a name that is no rule is a warning on standard
+error, once per module); ``# pylint: disable=<symbol>`` as usual. Columns are pylint's: the parser's column,
+which counts UTF-8 bytes (the kvlint command counts characters).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from astroid import nodes
@@ -21,7 +24,7 @@ from pylint.constants import WarningScope
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.catalogue.rules import STATIC_RULES
-from kvlint.checks.engine import analyze
+from kvlint.checks.engine import Unanalysable, analyze
 from kvlint.frontends.config import (
     ConfigError,
     ignored_for,
@@ -30,7 +33,16 @@ from kvlint.frontends.config import (
     parse_per_file_ignores,
     parse_wrappers,
 )
-from kvlint.frontends.suppression import read_suppressions
+from kvlint.frontends.suppression import read_suppressions, warn_about
+
+
+def _shown_path(module: nodes.Module) -> str:
+    """The module's path as pylint shows it: relative to the current folder when it is inside it."""
+    if not module.file:
+        return module.name
+    relative = os.path.relpath(module.file)
+    return module.file if relative.startswith(os.pardir) else relative
+
 
 _last_analysis: tuple[nodes.Module | None, Settings | None, list[Finding]] = (None, None, [])
 
@@ -43,9 +55,16 @@ def module_findings(module: nodes.Module, settings: Settings = DEFAULT_SETTINGS)
         if module.file and not may_have_findings(source, settings):
             findings: list[Finding] = []
         else:
-            findings = analyze(module, module.file or module.name, settings)
-            if findings and source:
-                findings = read_suppressions(source).filter(findings, honour_noqa=False)
+            try:
+                findings = analyze(module, module.file or module.name, settings)
+            except RecursionError:
+                print(f"kvlint: warning: {Unanalysable(module.file or module.name)}", file=sys.stderr)
+                findings = []
+        if source and (findings or "kvlint:" in source.lower()):
+            suppressions = read_suppressions(source)
+            for warning in warn_about(_shown_path(module), suppressions):
+                print(f"kvlint: warning: {warning}", file=sys.stderr)
+            findings = suppressions.filter(findings, honour_noqa=False)
         _last_analysis = (module, settings, findings)
     return _last_analysis[2]
 

@@ -11,7 +11,8 @@ The packages are the layers; each imports only those before it:
   configuration, suppression) and ``checkers`` (pylint);
 - runtime: ``runtime_probe.reference`` (the float32 semantics) <- ``runtime_probe.emulator`` <- the probe
   (``runtime_probe``), which may read the catalogue and the budget formulas but nothing of the linter;
-- ``budget``: the KV-cache budget tool, on its own.
+- ``budget``: the KV-cache budget tool, on its own;
+- ``console``: the broken-pipe helper of the command lines, which imports nothing of kvlint (any layer may use it).
 
 ``tests/test_layers.py`` fails when an import goes the wrong way.
 """

@@ -8,6 +8,7 @@ from kvlint.catalogue.operators import (
     FIA_V1,
     FIA_V2,
     INFERENCE_ATTENTION,
+    NAMESPACES,
     NO_DEFAULT,
     OPERATORS,
     OVERLOADS,
@@ -16,7 +17,7 @@ from kvlint.catalogue.operators import (
     parse_schema,
 )
 from kvlint.catalogue.rules import RULES, STATIC_RULES
-from kvlint.catalogue.schemas import SCHEMAS
+from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 REQUIRED = [
     ("npu_fused_infer_attention_score", "default"), ("npu_fused_infer_attention_score", "out"),
@@ -35,7 +36,8 @@ def test_issue_operators_are_catalogued(name: str, overload: str) -> None:
 
 
 def test_every_schema_string_parses_to_one_overload() -> None:
-    assert len(OVERLOADS) == len(SCHEMAS)
+    assert len(OVERLOADS) == len(SCHEMAS) + len(ATB_SCHEMAS)
+    assert {op.namespace for op in OVERLOADS.values() if op.schema in ATB_SCHEMAS} == {"atb"}
 
 
 @pytest.mark.parametrize("name", sorted(INFERENCE_ATTENTION))
@@ -99,3 +101,25 @@ def test_pylint_ids_are_unique_and_in_kvlint_ranges() -> None:
 def test_symbols_are_unique() -> None:
     symbols = [rule.symbol for rule in RULES.values()]
     assert len(symbols) == len(set(symbols))
+
+
+def test_every_catalogued_operator_exists_where_torch_npu_defines_it() -> None:
+    for name, op in OPERATORS.items():
+        assert name in NAMESPACES["torch_npu"], name
+        assert name in NAMESPACES[f"torch.ops.{op.namespace}"], name
+
+
+def test_atb_operators_are_reached_through_torch_npu_and_torch_ops_atb_only() -> None:
+    assert OPERATORS["_npu_paged_attention"].namespace == "atb"
+    assert "_npu_paged_attention" not in NAMESPACES["torch.ops.npu"]
+    assert "npu_ring_mla" in NAMESPACES["torch.ops.atb"] and "npu_ring_mla" not in NAMESPACES["torch_npu"]
+
+
+def test_atb_optional_types_are_read_like_the_dispatcher_reads_them() -> None:
+    kernel_type = OPERATORS["_npu_flash_attention_unpad_v2"].param("kernel_type")
+    assert (kernel_type.type, kernel_type.default, kernel_type.kw_only) == ("int?", 0, True)
+
+
+def test_an_operator_with_a_single_named_overload_is_called_through_it() -> None:
+    assert OPERATORS["npu_scatter_pa_cache"].qualified == "npu_scatter_pa_cache.value"
+    assert OPERATORS["npu_scatter_pa_cache"].param("key_cache").required

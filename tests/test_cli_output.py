@@ -43,8 +43,9 @@ def bad_file(tmp_path: Path) -> Path:
 def test_text_lines_read_path_line_column_code_message_symbol(bad_file: Path) -> None:
     out = kvlint(str(bad_file))
     assert out.returncode == 1
-    assert out.stdout == (f"{bad_file}:5:66: KVL102 'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 "
-                          "takes 'num_query_heads' [fa-version-mix]\n")
+    assert out.stdout == (f"{bad_file}:5:66: KVL102 [*] 'num_heads' is the v1 name; "
+                          "npu_fused_infer_attention_score_v2 takes 'num_query_heads' [fa-version-mix]\n")
+    assert "kvlint: 1 finding(s) marked [*] can be fixed with --fix" in out.stderr
 
 
 def test_json_has_exactly_the_contract_keys_with_one_based_columns(bad_file: Path) -> None:
@@ -54,6 +55,7 @@ def test_json_has_exactly_the_contract_keys_with_one_based_columns(bad_file: Pat
         "path": str(bad_file), "line": 5, "column": 66, "end_line": 5, "end_column": 77, "code": "KVL102",
         "symbol": "fa-version-mix", "severity": "error",
         "message": "'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 takes 'num_query_heads'",
+        "fixable": True,
     }
 
 
@@ -131,10 +133,50 @@ def test_explain_prints_the_rule_page_by_code_or_symbol(name: str) -> None:
 def test_explain_of_an_unknown_or_runtime_rule_is_a_usage_error(name: str) -> None:
     out = kvlint("--explain", name)
     assert out.returncode == 2
-    assert f"'{name}' is not a kvlint rule code or symbol" in out.stderr
+    assert f"'{name}' is not a kvlint rule code, symbol or pylint message id" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_statistics_count_findings_per_code(bad_file: Path) -> None:
     out = kvlint("--statistics", str(bad_file))
     assert out.stdout.splitlines()[-1].split() == ["1", "KVL102", "[fa-version-mix]"]
+
+
+# --- columns count characters ------------------------------------------------------------------------------
+
+WIDE = '''import torch_npu
+
+
+def decode(q, k, v):
+    s = "注意力"; return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_heads=8, softmax_scale=0.1)
+'''
+"""The keyword starts at character 77 (1-based) of line 5, byte 83: each of the three characters is 3 bytes."""
+
+
+def test_every_cli_format_counts_characters_not_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "wide.py"
+    path.write_text(WIDE, encoding="utf-8")
+    line = WIDE.splitlines()[4]
+    column = line.index("num_heads") + 1
+    assert column == 77 and len(line[:column - 1].encode("utf-8")) + 1 == 83
+    assert kvlint("wide.py", cwd=tmp_path).stdout.startswith(f"wide.py:5:{column}: KVL102")
+    [finding] = json.loads(kvlint("--format", "json", "wide.py", cwd=tmp_path).stdout)
+    assert (finding["column"], finding["end_column"]) == (column, column + len("num_heads=8"))
+    assert f"col={column},endColumn={column + len('num_heads=8')}," in kvlint("--format", "github", "wide.py",
+                                                                             cwd=tmp_path).stdout
+    sarif = json.loads(kvlint("--format", "sarif", "wide.py", cwd=tmp_path).stdout)
+    region = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    assert (region["startColumn"], region["endColumn"]) == (column, column + len("num_heads=8"))
+
+
+def test_flake8_and_pylint_keep_their_hosts_byte_columns(tmp_path: Path) -> None:
+    """Documented difference: plugins report the parser's column (UTF-8 bytes), as every AST plugin does."""
+    path = tmp_path / "wide.py"
+    path.write_text(WIDE, encoding="utf-8")
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "KVL", "wide.py"], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert flake8.stdout.startswith("wide.py:5:83: KVL102")
+    pylint = subprocess.run([sys.executable, "-m", "pylint", "--load-plugins", "kvlint", "--disable=all",
+                             "--enable=kvlint", "--output-format=json", "--score=n", "wide.py"],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert json.loads(pylint.stdout)[0]["column"] == 82  # pylint's columns are 0-based

@@ -234,3 +234,31 @@ def test_bad_plugin_options_are_clear_errors_in_flake8_and_pylint(tmp_path: Path
     out = run("pylint", "--load-plugins", "kvlint", "--kv-len-names=9lives", "m.py", cwd=tmp_path)
     assert out.returncode == 32 and "Traceback" not in out.stderr
     assert "kvlint: error: pylint option --kv-len-names: '9lives' is not a Python identifier" in out.stderr
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("9lives", "'9lives' is not a Python identifier"),
+    ("kv_len,class", "'class' is not a Python identifier"),
+    ("kv-len", "'kv-len' is not a Python identifier"),
+    ("", "give at least one name"),
+])
+def test_kv_len_names_are_validated_the_same_way_in_all_three_front_ends(tmp_path: Path, value: str,
+                                                                        problem: str) -> None:
+    project(tmp_path, {"m.py": LAYER})
+    (tmp_path / "pyproject.toml").write_text(f'[tool.kvlint]\nkv-len-names = "{value}"\n')
+    out = run("kvlint", "m.py", cwd=tmp_path)
+    assert out.returncode == 2 and f"[tool.kvlint] kv-len-names: {problem}" in out.stderr
+    (tmp_path / "pyproject.toml").write_text(f'[tool.pylint.kvlint]\nkv-len-names = "{value}"\n')
+    out = run("pylint", "--load-plugins", "kvlint", "m.py", cwd=tmp_path)
+    assert out.returncode == 32 and f"pylint option --kv-len-names: {problem}" in out.stderr
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "setup.cfg").write_text(f"[flake8]\nkv-len-names = {value}\n")
+    out = run("flake8", "--select", "KVL", "m.py", cwd=tmp_path)
+    assert out.returncode != 0 and f"flake8 option --kv-len-names: {problem}" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_pylint_selection_options_refuse_codes_no_rule_has(tmp_path: Path) -> None:
+    project(tmp_path, {"m.py": TWO_RULES})
+    out = run("pylint", "--load-plugins", "kvlint", "--kvlint-select=KVL999", "m.py", cwd=tmp_path)
+    assert out.returncode == 32 and "pylint option --kvlint-select: no kvlint rule has the code 'KVL999'" in out.stderr

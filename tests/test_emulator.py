@@ -37,12 +37,21 @@ def test_install_registers_every_schema_verbatim_and_is_idempotent(torch_npu: ty
     import torch_npu as imported
 
     assert imported is torch_npu is emulator.install() and emulator.is_installed()
-    assert len(operators.OVERLOADS) == 17
+    assert {op.namespace for op in operators.OVERLOADS.values()} == {"npu", "atb"}
     for op in operators.OVERLOADS.values():
-        registered = getattr(getattr(torch.ops.npu, op.name), op.overload)._schema
-        assert str(registered) == str(torch._C.parse_schema(f"npu::{op.schema}"))
-    for name in operators.OPERATORS:
-        assert getattr(torch_npu, name) is getattr(torch.ops.npu, name)
+        registered = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload)._schema
+        assert str(registered) == str(torch._C.parse_schema(f"{op.namespace}::{op.schema}"))
+    for name, op in operators.OPERATORS.items():
+        assert getattr(torch_npu, name) is getattr(getattr(torch.ops, op.namespace), name)
+
+
+def test_operators_without_a_kernel_raise_naming_the_operator(torch_npu: types.ModuleType) -> None:
+    q = torch.zeros(2, 4, 8)
+    lens = torch.tensor([4, 4], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="_npu_flash_attention_unpad"):
+        torch_npu._npu_flash_attention_unpad(q, q, q, lens, 0.35, 4, 4, torch.empty_like(q))
+    with pytest.raises(RuntimeError, match="missing value for argument 'slot_indices'"):
+        torch.ops.atb._npu_reshape_and_cache(q, q, q, q, slot_mapping=lens)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,18 @@ from pathlib import Path
 
 import pytest
 
-DISTRIBUTION = importlib.metadata.distribution(importlib.metadata.packages_distributions()["kvlint"][0])
+from kvlint.catalogue.project import DISTRIBUTION as NAME
+
+DISTRIBUTION = importlib.metadata.distribution(NAME)
 ENTRY_POINTS = [ep for ep in DISTRIBUTION.entry_points if ep.group in ("console_scripts", "flake8.extension")]
 BIN = str(Path(sys.executable).parent)
+
+
+def test_the_import_package_kvlint_comes_from_the_distribution_kvlint_ascend() -> None:
+    """``kvlint`` on the package index is another project; this one is installed as ``kvlint-ascend``."""
+    assert NAME == "kvlint-ascend" == DISTRIBUTION.metadata["Name"]
+    assert NAME in importlib.metadata.packages_distributions()["kvlint"]
+    assert DISTRIBUTION.version == importlib.import_module("kvlint").__version__
 
 
 def test_the_distribution_declares_the_documented_entry_points() -> None:
@@ -39,13 +48,16 @@ def test_console_scripts_run(script: str, args: list[str], expected: str) -> Non
     assert expected in done.stdout
 
 
-@pytest.mark.parametrize("dotted", [
-    "kvlint:register",
-    "kvlint.reporters:SarifReporter",
-    "kvlint.runtime_probe.emulator:install",
-    "kvlint.checkers:register_checkers",
+@pytest.mark.parametrize(("dotted", "needs"), [
+    ("kvlint:register", None),
+    ("kvlint.reporters:SarifReporter", "pylint"),
+    ("kvlint.runtime_probe.emulator:install", "torch"),
+    ("kvlint.checkers:register_checkers", "pylint"),
 ])
-def test_documented_import_paths_resolve(dotted: str) -> None:
+def test_documented_import_paths_resolve(dotted: str, needs: str | None) -> None:
+    """Each path needs at most the extra that provides its host (pylint, or torch for the probe)."""
+    if needs:
+        pytest.importorskip(needs, reason=f"the {needs} extra is not installed")
     module, _, attribute = dotted.partition(":")
     assert callable(getattr(importlib.import_module(module), attribute))
 

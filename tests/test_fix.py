@@ -3,6 +3,7 @@ file clean for the fixed codes, and no rewrite where the code does not prove it 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -299,6 +300,81 @@ def test_fix_without_libcst_is_a_clear_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "--fix", "m.py"], capture_output=True,
                          text=True, cwd=tmp_path, env=env)
     assert out.returncode == 2
-    assert "--fix and --diff need libcst: pip install 'kvlint[fix]'" in out.stderr
+    assert "--fix and --diff need libcst: pip install 'kvlint-ascend[fix]'" in out.stderr
     assert "Traceback" not in out.stderr
     assert (tmp_path / "m.py").read_text(encoding="utf-8") == BAD_FILE
+
+
+# --- a fixed point in one run, and the reasons for what is left ---------------------------------------------
+
+CHAIN = textwrap.dedent('''\
+    import torch
+
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tables = torch.arange(64).view(4, 16)
+
+        def forward(self, q, k, v, kv_lens):
+            tables = torch.arange(64).view(4, 16)
+            a = torch.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, block_table=tables,
+                                                      block_size=128, actual_seq_lengths_kv=kv_lens)
+            b = torch.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, block_table=self.tables,
+                                                      block_size=128, actual_seq_lengths_kv=kv_lens)
+            return a, b
+''')
+"""Before the KVL112 fix the calls are not resolvable (only KVL112 is reported); after it, both block tables
+are int64 (KVL301): the local one is fixable, the one built in ``__init__`` is not."""
+
+
+def test_fix_reaches_a_fixed_point_in_one_run(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(CHAIN, encoding="utf-8")
+    assert {f["code"] for f in json.loads(kvlint("--format", "json", "m.py", cwd=tmp_path).stdout)} == {"KVL112"}
+    first = kvlint("--fix", "m.py", cwd=tmp_path)
+    after_one_run = (tmp_path / "m.py").read_text(encoding="utf-8")
+    assert "torch.arange(64, dtype=torch.int32).view(4, 16)\n        a = torch_npu." in after_one_run
+    assert "kvlint: fixed 3 finding(s)" in first.stderr
+    second = kvlint("--fix", "m.py", cwd=tmp_path)
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == after_one_run
+    assert "kvlint: fixed 0 finding(s)" in second.stderr
+    assert first.stdout == second.stdout
+
+
+def test_a_fixable_finding_left_unfixed_says_why(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(CHAIN, encoding="utf-8")
+    out = kvlint("--fix", "m.py", cwd=tmp_path)
+    [left] = out.stdout.splitlines()
+    assert left.startswith("m.py:14:88: KVL301 ") and "[*]" not in left
+    assert ("kvlint: note: m.py:14:88: KVL301 was not fixed: the table is 'self.tables', built elsewhere "
+            "(for example in __init__); add dtype=torch.int32 where it is built") in out.stderr
+    assert out.returncode == 1
+
+
+def test_diff_shows_the_fixed_point_too(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(CHAIN, encoding="utf-8")
+    out = kvlint("--diff", "m.py", cwd=tmp_path)
+    assert "+        tables = torch.arange(64, dtype=torch.int32).view(4, 16)" in out.stdout
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == CHAIN
+
+
+def test_the_marker_shows_what_fix_would_fix_and_only_that(tmp_path: Path) -> None:
+    source = CHAIN.replace("torch.npu_fused", "torch_npu.npu_fused").replace("import torch\n",
+                                                                           "import torch\nimport torch_npu\n")
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    lines = kvlint("m.py", cwd=tmp_path).stdout.splitlines()
+    assert [(line.split(":")[1], "[*]" in line) for line in lines] == [("12", True), ("14", False)]
+    findings = json.loads(kvlint("--format", "json", "m.py", cwd=tmp_path).stdout)
+    assert [(f["line"], f["fixable"]) for f in findings] == [(12, True), (14, False)]
+
+
+@pytest.mark.parametrize("target", ["src/m.py", "./src/m.py", "{root}/src/m.py"])
+def test_diff_applies_with_git_apply(tmp_path: Path, target: str) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text(CHAIN, encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    out = kvlint("--diff", target.format(root=tmp_path), cwd=tmp_path)
+    assert out.stdout.startswith("--- a/src/m.py\n+++ b/src/m.py\n")
+    (tmp_path / "fix.patch").write_text(out.stdout, encoding="utf-8")
+    subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True, capture_output=True)
+    assert kvlint("--diff", "src/m.py", cwd=tmp_path).stdout == ""

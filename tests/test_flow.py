@@ -257,3 +257,52 @@ def test_a_dtype_branch_refines_earlier_definitions_only() -> None:
     """)
     assert {v.dtype for v in _values(skipped)} == {"int32"}
     assert {v.dtype for v in _values(recast)} == {"int64"}, "an int32 table cannot skip that branch"
+
+
+def _pairs(mode: nodes.NodeNG, mask: nodes.NodeNG) -> list[tuple[object, bool]]:
+    """(mode constant, mask is None) for every path on which both hold."""
+    return sorted({(m.value.const, k.value.is_none) for m in values(mode) for k in values(mask, m.path)},
+                  key=repr)
+
+
+def test_a_callers_condition_decides_the_callees_branch_on_the_parameter_it_passed() -> None:
+    mode, mask = _returned("""
+        def caller(template, is_causal):
+            return helper(template if is_causal else None, is_causal)
+
+        def helper(attn_mask, causal):
+            if not causal:
+                mode = 0
+            else:
+                mode = 3
+            return mode, attn_mask
+    """)
+    assert _pairs(mode, mask) == [(0, True), (3, False)]
+
+
+def test_a_constant_argument_or_default_decides_the_callees_branch() -> None:
+    mode, mask = _returned("""
+        def helper(attn_mask, causal=False):
+            mode = 3 if causal else 0
+            return mode, attn_mask
+
+        def caller(template):
+            a = helper(None)
+            b = helper(template, causal=True)
+    """)
+    assert _pairs(mode, mask) == [(0, True), (3, False)]
+
+
+def test_a_branch_on_is_none_says_what_the_parameter_is() -> None:
+    mode, mask = _returned("""
+        import torch
+
+        def caller(flag):
+            mask = torch.ones(2048, 2048, dtype=torch.bool) if flag else None
+            return helper(mask)
+
+        def helper(attn_mask):
+            mode = 0 if attn_mask is None else 3
+            return mode, attn_mask
+    """)
+    assert _pairs(mode, mask) == [(0, True), (3, False)]

@@ -55,7 +55,7 @@ def test_text_line_names_path_position_code_message_and_symbol(tree: Path) -> No
     result = kvlint("bad.py", cwd=tree)
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "bad.py:5:66: KVL102 'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 takes "
+        "bad.py:5:66: KVL102 [*] 'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 takes "
         "'num_query_heads' [fa-version-mix]"
     ]
 
@@ -67,6 +67,7 @@ def test_json_objects_have_exactly_the_documented_keys(tree: Path) -> None:
         "path": "bad.py", "line": 5, "column": 66, "end_line": 5, "end_column": 77, "code": "KVL102",
         "symbol": "fa-version-mix", "severity": "error",
         "message": "'num_heads' is the v1 name; npu_fused_infer_attention_score_v2 takes 'num_query_heads'",
+        "fixable": True,
     }
 
 

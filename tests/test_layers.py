@@ -2,9 +2,10 @@
 each other in a circle.
 
 Static side:  catalogue <- analysis <- checks <- fix <- frontends (and the pylint checkers) <- kvlint's own
-top-level modules. Runtime side: reference <- emulator <- probe, which may read the catalogue and the budget
-formulas but nothing of the linter. The budget tool reads only itself. Every import counts, including those
-inside functions (a lazy import is still a dependency).
+top-level modules. Runtime side: reference <- emulator <- probe, which may read the catalogue, the budget
+formulas and ``kvlint.console`` (the broken-pipe helper, which imports nothing) but nothing of the linter.
+The budget tool reads only itself. Every import counts, including those inside functions (a lazy import is
+still a dependency).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SOURCES = {"kvlint": ROOT / "kvlint", "kvlint.checkers": ROOT / "checkers", "kvl
 
 STATIC_LAYERS = ("kvlint.catalogue", "kvlint.analysis", "kvlint.checks", "kvlint.fix", "kvlint.frontends")
 RUNTIME_LAYERS = ("kvlint.runtime_probe.reference", "kvlint.runtime_probe.emulator", "kvlint.runtime_probe")
-RUNTIME_MAY_READ = ("kvlint.catalogue", "kvlint.budget")
+RUNTIME_MAY_READ = ("kvlint.catalogue", "kvlint.budget", "kvlint.console")
 
 
 def module_name(package: str, path: Path) -> str:
@@ -116,6 +117,10 @@ def test_a_runtime_layer_imports_only_itself_the_layers_below_and_the_catalogue(
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if within(n, "kvlint.budget")))
 def test_the_budget_tool_reads_only_itself(name: str) -> None:
     assert all(within(target, "kvlint.budget") for target in GRAPH[name]), f"{name} imports {GRAPH[name]}"
+
+
+def test_the_console_helper_imports_nothing_of_kvlint() -> None:
+    assert GRAPH["kvlint.console"] == set()
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlint.analysis.finding import Finding
-from kvlint.catalogue.operators import LAYOUTS, OPERATORS, V1_TO_V2
+from kvlint.catalogue.operators import LAYOUTS, NAMESPACES, OPERATORS, V1_TO_V2
 from kvlint.catalogue.rules import RULES
 from kvlint.checks.engine import analyze, lint_source
 
@@ -98,10 +98,12 @@ FORMS: dict[str, tuple[str, str, str]] = {
     "module": ("import torch_npu\n", "", "torch_npu.{op}"),
     "module-alias": ("import torch_npu as tnpu\n", "", "tnpu.{op}"),
     "from-import": ("from torch_npu import {op} as the_op\n", "", "the_op"),
-    "torch-ops": ("import torch\n", "", "torch.ops.npu.{op}"),
-    "torch-ops-default": ("import torch\n", "", "torch.ops.npu.{op}.default"),
+    "torch-ops": ("import torch\n", "", "torch.ops.{namespace}.{op}"),
+    "torch-ops-overload": ("import torch\n", "", "torch.ops.{namespace}.{op}.{overload}"),
     "torchair": ("import torchair as tng\n", "", "tng.ops.{op}"),
     "local-alias": ("import torch_npu\n", "    fa = torch_npu.{op}\n", "fa"),
+    "optional-import": ("try:\n    import torch_npu\n    fa = torch_npu.{op}\nexcept ImportError:\n    fa = None\n",
+                        "", "fa"),
 }
 ALL_PARAMETER_NAMES = sorted({p.name for op in OPERATORS.values() for p in op.params}
                              | set(V1_TO_V2) | set(V1_TO_V2.values()) | {"scale_value", "deq_scale1"})
@@ -122,7 +124,9 @@ def operator_calls(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, int]], bo
     """(source, operator, [(keyword, line)] passed directly, whether other arguments are hidden)."""
     op_name = draw(st.sampled_from(sorted(OPERATORS)))
     op = OPERATORS[op_name]
-    imports, setup, callee = FORMS[draw(st.sampled_from(sorted(FORMS)))]
+    forms = [form for form in sorted(FORMS) if form != "torchair" or op_name in NAMESPACES["torchair.ops"]]
+    imports, setup, callee = FORMS[draw(st.sampled_from(forms))]
+    callee = callee.replace("{namespace}", op.namespace).replace("{overload}", op.overload)
     positional = draw(st.integers(0, len(op.positional) + 2))
     names = draw(st.lists(st.one_of(st.sampled_from([p.name for p in op.params]),
                                     st.sampled_from(ALL_PARAMETER_NAMES), MADE_UP),

@@ -25,3 +25,29 @@ def test_every_linked_rule_page_exists() -> None:
     assert links
     missing = [link for link in links if not (README.parent / link).is_file()]
     assert not missing
+
+
+def _install_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"^## Install\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
+    assert match, "README.md has no '## Install' section"
+    return match.group(1)
+
+
+def test_install_commands_name_the_distribution_and_not_the_other_projects_name() -> None:
+    """``kvlint`` on the package index is another project; every install command in the README's code blocks
+    names ``kvlint-ascend``."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    shell = "\n".join(body for language, body in blocks if language in ("bash", "sh", "console", "yaml"))
+    commands = re.findall(r"pip install [^\n#]*", shell)
+    assert commands
+    for command in commands:
+        targets = [word.strip("\"'") for word in command.split()[2:] if not word.startswith("-")]
+        assert all(t == "." or t.startswith("kvlint-ascend") or not t.startswith("kvlint") for t in targets), command
+
+
+def test_install_section_states_the_name_collision() -> None:
+    section = _install_section()
+    for fact in ("`pip install kvlint`", "prefix-cache", "0.1.1", '`pip install "kvlint[probe]"`', "silently drops",
+                 "`pip install -U kvlint`", "`pip uninstall kvlint`", "--force-reinstall kvlint-ascend"):
+        assert fact in section, fact

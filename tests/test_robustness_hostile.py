@@ -177,8 +177,8 @@ def test_files_that_change_between_discovery_and_reading(tmp_path: Path, monkeyp
         (tmp_path / name).write_text(GOOD, encoding="utf-8")
     discover = runner.discover
 
-    def discover_then_change(paths):
-        yield from discover(paths)
+    def discover_then_change(paths, *options):
+        yield from discover(paths, *options)
         (tmp_path / "vanishes.py").unlink()
         (tmp_path / "becomes_folder.py").unlink()
         (tmp_path / "becomes_folder.py").mkdir()

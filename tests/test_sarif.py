@@ -126,9 +126,16 @@ def test_without_a_git_work_tree_uris_are_relative_to_the_current_folder(tmp_pat
     assert location == {"uri": "pkg/m.py", "uriBaseId": "%SRCROOT%"}
 
 
-def test_uris_are_relative_to_the_repository_root_from_any_folder() -> None:
-    log = cli_sarif(str(ROOT / FLAGGED[0]), cwd=ROOT / "tests")
-    assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == FLAGGED[0]
+def test_uris_are_relative_to_the_repository_root_from_any_folder(tmp_path: Path) -> None:
+    """The root is the folder that holds ``.git`` (built here, so the test also runs from an unpacked sdist)."""
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "src" / "pkg" / "m.py"
+    path.parent.mkdir(parents=True)
+    path.write_text((ROOT / FLAGGED[0]).read_text(encoding="utf-8"))
+    (tmp_path / "docs").mkdir()
+    log = cli_sarif(str(path), cwd=tmp_path / "docs")
+    location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": "src/pkg/m.py", "uriBaseId": "%SRCROOT%"}
 
 
 def test_files_outside_the_repository_get_absolute_file_uris(tmp_path: Path) -> None:

@@ -3,8 +3,11 @@
 - ``names``: the dotted name an expression stands for, from the file's own imports;
 - ``callsite``: which operator a call reaches and which arguments it passes;
 - ``flow``: reaching definitions along explicit paths;
-- ``facts``: the abstract value (dtype, shape, traits) followed to an argument;
+- ``facts``: the abstract value (dtype, shape, axis order, traits) followed to an argument;
+- ``axes``: shapes and axis orders, what indexing, ``unsqueeze``, ``transpose`` and ``permute`` do to them;
 - ``evaluate`` with ``expressions``, ``follow`` and ``tensor_semantics``: the value follower;
+- ``query_length``: what the code proves about a call's query length (Q_S = 1, Q_S > 1) on each path;
+- ``shape_tests``: calls that compute no numbers (``FakeTensorMode``, meta tensors);
 - ``finding``: a finding and the rule issue it comes from.
 
 Imports: ``kvlint.catalogue`` and astroid. Never the checks, the fixer or the front-ends.

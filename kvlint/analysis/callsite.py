@@ -1,9 +1,12 @@
 """Operator call sites: which operator a call reaches and which arguments it passes.
 
-A call is an operator call when its callee resolves (``kvlint.analysis.names``) to ``torch_npu.<op>``,
-``torch.ops.npu.<op>`` (also ``.default`` / ``.out``), torchair's ``torchair.ops.<op>``, or one of the
-user's configured wrappers. Keywords passed as ``**d`` count when ``d`` is statically known in the same
-function: a dict literal or ``dict(...)`` call, plus keys added by ``d["k"] = v`` / ``d.update(k=v)``
+A call is operator O when every alternative its callee may stand for (``kvlint.analysis.names``) that is
+not None resolves to O: ``torch_npu.<op>``, ``torch.ops.npu.<op>`` or ``torch.ops.atb.<op>`` (also an overload,
+``.default`` / ``.out``), torchair's ``torchair.ops.<op>``, where the namespace has that operator
+(``kvlint.catalogue.operators.NAMESPACES``), or one of the user's configured wrappers. An optional import
+(``X = None`` and ``X = torch_npu.<op>``) and a namespace switch (``self.ops = torch.ops.npu`` or ``tng.ops``)
+are therefore calls of the operator. Keywords passed as ``**d`` count when ``d`` is statically known in the
+same function: a dict literal or ``dict(...)`` call, plus keys added by ``d["k"] = v`` / ``d.update(k=v)``
 before the call.
 """
 
@@ -17,13 +20,13 @@ from astroid.const import Context
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
-from kvlint.analysis.names import qualified_name
-from kvlint.catalogue.operators import OPERATORS, Operator, lookup
+from kvlint.analysis.names import NONE, is_self, qualified_names
+from kvlint.catalogue.operators import ARGUMENTS_OF, NAMESPACES, OPERATORS, Operator, lookup
 
-OPERATOR_NAMESPACES = ("torch_npu", "torch.ops.npu", "torchair.ops")
-"""Dotted prefixes under which an operator name is the operator."""
 ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
 """Prefixes under which an operator name exists but must not be called (KVL112)."""
+_LAST_NAMES = frozenset(OPERATORS) | {op.overload for op in OPERATORS.values()} | {"default", "out"}
+"""What the last attribute of an operator callee can be: an operator's name or an overload's."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,12 @@ class CallSite:
     @property
     def name(self) -> str:
         return self.operator.name
+
+    @property
+    def role(self) -> str:
+        """The operator whose argument rules apply: the name, or the operator whose arguments it takes
+        (``ARGUMENTS_OF``: FIA's workspace helpers are judged as FIA)."""
+        return ARGUMENTS_OF.get(self.operator.name, self.operator.name)
 
     def argument(self, name: str) -> nodes.NodeNG | None:
         """The expression bound to parameter ``name``, by keyword or by position."""
@@ -91,16 +100,16 @@ def operator_for(qualname: str, wrappers: dict[str, str] | None = None) -> tuple
         op = OPERATORS.get(wrappers[qualname])
         return (op, False) if op is not None else None
     prefix, _, last = qualname.rpartition(".")
-    overload = "default"
-    if last in ("default", "out"):
-        overload, (prefix, _, last) = last, prefix.rpartition(".")
-    op = lookup(last, overload)
+    op = OPERATORS.get(last)
+    if op is None:
+        outer, _, name = prefix.rpartition(".")
+        op, prefix = lookup(name, last), outer
     if op is None:
         return None
-    if prefix in OPERATOR_NAMESPACES:
+    if op.name in NAMESPACES.get(prefix, ()):
         return op, False
-    if prefix in ALIAS_NAMESPACES:
-        return op, True
+    if prefix in ALIAS_NAMESPACES and (prefix != "torch" or op.namespace == "npu"):
+        return op, True  # torch.<op> exists (and raises) for the npu namespace only
     return None
 
 
@@ -178,14 +187,18 @@ def _keys_added(use: nodes.Name) -> dict[str, Argument] | None:
 
 def call_site(call: nodes.Call, wrappers: dict[str, str] | None = None) -> tuple[CallSite, bool] | None:
     """The operator call site of ``call`` and whether its callee is a forbidden alias; None otherwise."""
-    qualname = qualified_name(call.func)
-    if qualname is None:
+    func = call.func
+    if isinstance(func, nodes.Attribute) and func.attrname not in _LAST_NAMES and not is_self(func.expr) and not (
+            wrappers and any(w.rpartition(".")[2] == func.attrname for w in wrappers)):
+        return None  # ``x.attr`` names ``...attr`` unless ``x`` is ``self``, whose attributes alias anything
+    names = qualified_names(func)
+    alternatives = sorted(names - {NONE}) if names is not None else []
+    found = [operator_for(name, wrappers) for name in alternatives]
+    if not found or None in found or len({op for op, _ in found}) != 1:
         return None
-    found = operator_for(qualname, wrappers)
-    if found is None:
-        return None
-    op, alias = found
-    site = CallSite(call=call, operator=op, qualname=qualname)
+    op = found[0][0]
+    alias = all(forbidden for _, forbidden in found)
+    site = CallSite(call=call, operator=op, qualname=alternatives[0])
     for arg in call.args or ():
         if isinstance(arg, nodes.Starred):
             site.open_ended = True

@@ -16,6 +16,8 @@ from kvlint.analysis.context import Context, values
 from kvlint.analysis.facts import (
     CACHE,
     CACHE_NAME,
+    CUMULATIVE,
+    CUMULATIVE_NAME,
     NO_CONSTANT,
     TRIL,
     TYPED_TENSORS,
@@ -27,8 +29,8 @@ from kvlint.analysis.facts import (
     mapped,
 )
 from kvlint.analysis.flow import Path, condition
-from kvlint.analysis.follow import called_function, lookup, returned, self_attribute, tuple_item
-from kvlint.analysis.names import is_self, qualified_name
+from kvlint.analysis.follow import lookup, returned, self_attribute, tuple_item
+from kvlint.analysis.names import called_function, is_self, qualified_name
 from kvlint.analysis.tensor_semantics import FINFO, combine, indexed, invert, tensor_method, torch_function
 
 _FLOAT_CONSTANTS = {"math.inf": math.inf, "torch.inf": math.inf, "numpy.inf": math.inf, "math.nan": math.nan}
@@ -39,15 +41,19 @@ def _const(node: nodes.Const, path: Path, context: Context) -> list[Alt]:
     return [Alt(constant(node.value), path)]
 
 
+def _named_traits(name: str) -> set[str]:
+    """What an identifier says about its value: a cache (``k_cache``), cumulative lengths (``cu_seqlens``)."""
+    return {trait for trait, pattern in ((CACHE, CACHE_NAME), (CUMULATIVE, CUMULATIVE_NAME)) if pattern.search(name)}
+
+
 def _name(node: nodes.Name, path: Path, context: Context) -> list[Alt]:
     named = lookup(node.name, node, path, context)
-    if CACHE_NAME.search(node.name):
-        return mapped(named, lambda v: v.with_traits({CACHE}))
-    return named
+    traits = _named_traits(node.name)
+    return mapped(named, lambda v: v.with_traits(traits)) if traits else named
 
 
 def _attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
-    cached = {CACHE} if CACHE_NAME.search(node.attrname) else set()
+    cached = _named_traits(node.attrname)
     if is_self(node.expr):
         return mapped(self_attribute(node, path, context), lambda v: v.with_traits(cached))
     qualname = qualified_name(node)
@@ -62,7 +68,7 @@ def _attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]
         return mapped(receiver, lambda v: constant(_FLOAT32_MIN) if v.qualname == FINFO else UNKNOWN_VALUE)
     if node.attrname in ("T", "mT"):
         return mapped(receiver,
-                      lambda v: replace(v, shape=None).with_traits(drop={TRIL}) if v.tensor else UNKNOWN_VALUE)
+                      lambda v: v.reshaped(None).with_traits(drop={TRIL}) if v.tensor else UNKNOWN_VALUE)
     return [Alt(UNKNOWN_VALUE.with_traits(cached), path)]
 
 
@@ -135,6 +141,8 @@ def _named_expression(node: nodes.NamedExpr, path: Path, context: Context) -> li
 
 def _call(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
     qualname = qualified_name(call.func)
+    if qualname in ("numpy.cumsum", "itertools.accumulate"):
+        return [Alt(UNKNOWN_VALUE.with_traits({CUMULATIVE}), path)]
     if qualname is not None and (qualname.startswith("torch.") or qualname in TYPED_TENSORS):
         return torch_function(qualname, call, path, context)
     if isinstance(call.func, nodes.Name) and call.func.name == "float" and len(call.args) == 1:

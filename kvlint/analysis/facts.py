@@ -2,7 +2,8 @@
 
 A value is a Python constant, a dotted name (``torch.float16``, a function of the module), a tuple of
 values, or a tensor described by what the code proves about it: its dtype, its shape (literal sizes, or the
-source text of a size only known at run time) and traits of how it was built. Everything not proved is
+source text of a size only known at run time; ``kvlint.analysis.axes``), the order of its axes where the code
+names them, its device where it is ``meta``, and traits of how it was built. Everything not proved is
 None, and a rule that needs it stays silent.
 """
 
@@ -31,6 +32,13 @@ GROWN_CACHE = "grown-cache"
 """A cache extended with the new keys: ``torch.cat`` of a CACHE part and another."""
 KV_REPEAT = "kv-repeat"
 """KV heads copied to the query head count (``repeat_interleave``, ``expand`` then ``reshape``)."""
+CUMULATIVE = "cumulative"
+"""Running totals of sequence lengths (``torch.cumsum``, a ``cu_seqlens``-style name): what TND layouts take
+as lengths, where the other layouts take one length per batch."""
+CUMULATIVE_NAME = re.compile(r"^(cu|cum|cumulative)_|_cu_|cumsum|^cu_?seqlens|^(query|seq)_start_loc$", re.IGNORECASE)
+"""Identifiers of cumulative lengths: ``cu_seqlens_q``, ``cu_q_lens``, ``cum_seq_lens``, ``query_start_loc``."""
+META = "meta"
+"""On the meta device (``device="meta"``, ``.to("meta")``): a shape and a dtype, no numbers."""
 EXPANDED = "expanded"
 """The result of ``expand``: a view that ``reshape`` turns into a copy (KV_REPEAT)."""
 
@@ -75,9 +83,13 @@ class Value:
     tensor: bool = False
     dtype: str | None = None
     shape: tuple[Dim, ...] | None = None
+    """Literal sizes, run-time spellings or None per axis; ends in ``kvlint.analysis.axes.MORE`` when the rank
+    is not known."""
+    axes: tuple[str | None, ...] | None = None
+    """The role of each axis (``kvlint.analysis.axes.ROLES``) where the code proves an axis order."""
     traits: frozenset[str] = frozenset()
     origin: nodes.NodeNG | None = None
-    """The expression that built the tensor, for messages."""
+    """The expression that built the tensor (for KV_REPEAT: the repeat), for messages."""
 
     @property
     def is_none(self) -> bool:
@@ -100,8 +112,8 @@ class Value:
         traits = self.traits if dtype in FLOAT_DTYPES else self.traits - {ADDITIVE}
         return replace(self, tensor=True, dtype=dtype, const=NO_CONSTANT, traits=traits)
 
-    def reshaped(self, shape: tuple[Dim, ...] | None) -> Value:
-        return replace(self, shape=shape)
+    def reshaped(self, shape: tuple[Dim, ...] | None, axes: tuple[str | None, ...] | None = None) -> Value:
+        return replace(self, shape=shape, axes=axes)
 
 
 UNKNOWN_VALUE = Value()

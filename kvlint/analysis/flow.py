@@ -1,11 +1,17 @@
 """Reaching definitions along explicit paths through one function (or module) body.
 
 A *path* is a set of choices ``(condition, taken)`` for the ``if`` statements and conditional expressions the
-search passed (``kvlint.analysis.follow`` adds one more kind: which same-module call a parameter's value came from).
-Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and ``a != b`` keyed
-as the negation of ``c``, ``a is b`` and ``a == b``: two branches on the same condition are one choice, so
+search passed (``kvlint.analysis.follow`` adds one more kind: which same-module call a parameter's value came from,
+a ``Caller``). Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and ``a != b``
+keyed as the negation of ``c``, ``a is b`` and ``a == b``: two branches on the same condition are one choice, so
 correlated branches give one path each, not the product. A branch that ends in ``return``,
 ``raise``, ``continue`` or ``break`` cannot reach a later statement, which constrains the path too.
+
+Arguments travel together: on a path through a caller, a branch of the callee on one of its parameters
+(``if not causal:``, ``if mask is None:``) is the same choice as the caller's condition on the argument it
+passed (``is_causal``), and a constant argument (``causal=True``, a default) decides the branch. So
+``ref(q, k, v, mask if causal else None, causal)`` into ``if causal: ... atten_mask=attn_mask, sparse_mode=3``
+has no path on which mode 3 meets the None mask.
 
 The search walks backwards from the use to the nearest statement that binds the name on each path. Where
 the code does not say which binding reaches the use (a loop that may not have run, an ``except`` handler,
@@ -15,9 +21,11 @@ past ``MAX_PATHS`` the answer is ``UNKNOWN``.
 
 from __future__ import annotations
 
+import ast
+import functools
 import weakref
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 from astroid import nodes
 
@@ -45,11 +53,19 @@ class Path:
         return None
 
     def choose(self, key: Key, value: object) -> Path | None:
-        """This path extended by a choice, or None when it already took the other branch."""
+        """This path extended by a choice, or None when it already took the other branch (also through the
+        caller a parameter's value came from: see ``Caller``)."""
         previous = self.taken(key)
-        if previous is None:
-            return Path(self.choices | {(key, value)})
-        return self if previous == value else None
+        if previous is not None:
+            return self if previous == value else None
+        path: Path | None = Path(self.choices | {(key, value)})
+        if isinstance(value, Caller):
+            for chosen, taken in self.choices:
+                if path is not None and chosen[0] is key[0] and not isinstance(taken, Caller):
+                    path = value.correlate(path, chosen, taken)
+            return path
+        caller = self.taken((key[0], CALLER))
+        return caller.correlate(path, key, value) if isinstance(caller, Caller) else path
 
     def merge(self, other: Path) -> Path | None:
         """The path that makes the choices of both, or None when they contradict."""
@@ -62,6 +78,56 @@ class Path:
 
 
 EMPTY = Path()
+
+CALLER = "<caller>"
+"""The text of the key under which a path records the ``Caller`` of a function."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The same-module call a function's parameters came from on a path, with what each parameter received
+    there (the default when the call omits it; None when the call does not show it). Two Callers are the
+    same choice when they are the same call."""
+
+    call: nodes.Call
+    arguments: Mapping[str, nodes.NodeNG | None] = field(compare=False, hash=False)
+
+    def correlate(self, path: Path, key: Key, taken: object) -> Path | None:
+        """``path`` with the caller's side of the callee's choice ``(key, taken)``, or None when the caller's
+        arguments rule that branch out. A condition on something other than one parameter adds nothing."""
+        form = _parameter_test(key[1])
+        argument = self.arguments.get(form[0]) if form is not None else None
+        if argument is None or not isinstance(taken, bool):
+            return path
+        name, compared = form
+        if isinstance(argument, nodes.Const):
+            truth = bool(argument.value) if compared is _BARE else argument.value is compared or (
+                compared is not None and argument.value == compared)
+            return path if truth == taken else None
+        if compared is not _BARE:
+            return path
+        caller_key, polarity = condition(argument)
+        return path.choose(caller_key, taken == polarity)
+
+
+_BARE = object()
+"""``_parameter_test`` of a bare name: the condition is the name's truth."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _parameter_test(text: str) -> tuple[str, object] | None:
+    """The name a condition tests, and what it is compared to: ``causal`` -> ("causal", _BARE);
+    ``mask is None`` -> ("mask", None); ``mode == 3`` -> ("mode", 3); anything else None."""
+    try:
+        test = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if isinstance(test, ast.Name):
+        return test.id, _BARE
+    if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.Eq)) and isinstance(test.comparators[0], ast.Constant)):
+        return test.left.id, test.comparators[0].value
+    return None
 
 
 @dataclass(frozen=True)

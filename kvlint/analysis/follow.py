@@ -11,11 +11,19 @@ from dataclasses import replace
 
 from astroid import nodes
 
+from kvlint.analysis.axes import roles, split
 from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
-from kvlint.analysis.flow import OUTER, Param, Path, condition, mutated_name, reaching_definitions
-from kvlint.analysis.names import enclosing_class, is_self, self_assignments
-from kvlint.analysis.tensor_semantics import changed_in_place, combine
+from kvlint.analysis.flow import CALLER, OUTER, Caller, Param, Path, condition, mutated_name, reaching_definitions
+from kvlint.analysis.names import (
+    called_function,
+    decorator_names,
+    enclosing_class,
+    is_property,
+    is_self,
+    self_assignments,
+)
+from kvlint.analysis.tensor_semantics import as_tensor, changed_in_place, combine
 
 # Names ------------------------------------------------------------------------------------------------
 
@@ -26,31 +34,82 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
     if isinstance(scope, (nodes.Lambda, nodes.ComprehensionScope)):
         return [Alt(UNKNOWN_VALUE, path)]
     alts: list[Alt] = []
-    for definition, reached in reaching_definitions(name, use, path):
+    reaching = reaching_definitions(name, use, path)
+    for definition, reached in reaching:
         if isinstance(definition, Param):
-            alts.extend(_dtype_checked(name, use, 0, _parameter(definition, reached, context)))
+            alts.extend(_narrowed_by_branches(name, use, 0, _parameter(definition, reached, context)))
         elif definition is OUTER:
-            alts.extend(_dtype_checked(name, use, 0, _outer(name, use, reached, context)))
+            alts.extend(_narrowed_by_branches(name, use, 0, _outer(name, use, reached, context)))
         elif isinstance(definition, nodes.NodeNG):
             found = _definition(definition, reached, context)
-            alts.extend(_dtype_checked(name, use, definition.lineno or 0, found))
+            alts.extend(_narrowed_by_branches(name, use, definition.lineno or 0, found))
         else:
             alts.append(Alt(UNKNOWN_VALUE, reached))
+    return _observed(name, use, {definition for definition, _ in reaching}, alts)
+
+
+_UNPACKINGS: weakref.WeakKeyDictionary[nodes.NodeNG, dict[str, list[nodes.Assign]]] = weakref.WeakKeyDictionary()
+
+
+def _observed(name: str, use: nodes.NodeNG, reaching: set[object], alts: list[Alt]) -> list[Alt]:
+    """What ``b, n, s, d = x.shape`` (or ``x.size()``) in the frame says about ``x`` where the same definitions
+    reach both: its rank and, where the names say it, its axis order (``kvlint.analysis.axes.roles``)."""
+    frame = use.frame()
+    if frame not in _UNPACKINGS:
+        found: dict[str, list[nodes.Assign]] = {}
+        for statement in frame.nodes_of_class(nodes.Assign):
+            target, value = statement.targets[0], statement.value
+            if isinstance(value, nodes.Call) and not value.args and not value.keywords:
+                value = value.func if isinstance(value.func, nodes.Attribute) and value.func.attrname == "size" else None
+            elif not (isinstance(value, nodes.Attribute) and value.attrname == "shape"):
+                value = None
+            if (value is not None and isinstance(value.expr, nodes.Name) and len(statement.targets) == 1
+                    and isinstance(target, nodes.Tuple) and not any(isinstance(e, nodes.Starred) for e in target.elts)):
+                found.setdefault(value.expr.name, []).append(statement)
+        _UNPACKINGS[frame] = found
+    for statement in _UNPACKINGS[frame].get(name, []):
+        seen = statement.value.func.expr if isinstance(statement.value, nodes.Call) else statement.value.expr
+        if statement is use.statement() or {d for d, _ in reaching_definitions(name, seen)} != reaching:
+            continue
+        targets = statement.targets[0].elts
+        axes = roles([t.name if isinstance(t, nodes.AssignName) else None for t in targets])
+        alts = [Alt(_with_rank(alt.value, len(targets), axes), alt.path) for alt in alts]
     return alts
 
 
-def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
-    """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) on the path says about ``x``, for a definition
-    of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the path that
-    skipped the cast has an int32 ``x``."""
-    prefix = f"{name}.dtype == "
+def _with_rank(value: Value, rank: int, axes: tuple[str | None, ...] | None) -> Value:
+    """The tensor a shape unpacking describes: ``rank`` axes, with the unpacking's axis order unless the
+    value has one already."""
+    if not (value.tensor or value == UNKNOWN_VALUE.with_traits(value.traits)):
+        return value
+    known, known_rank = split(value.shape)
+    if (known_rank is not None and known_rank != rank) or len(known) > rank:
+        return value
+    shape = known + (None,) * (rank - len(known))
+    return replace(as_tensor(value), shape=shape, axes=value.axes or axes)
+
+
+def _narrowed_by_branches(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:
+    """What a branch on ``x.dtype == torch.<d>`` (or ``!=``) or on ``x is None`` on the path says about ``x``,
+    for a definition of ``x`` made before that branch: after ``if x.dtype != torch.int32: x = x.int()``, the
+    path that skipped the cast has an int32 ``x``; on the path that took ``if mask is not None:``, ``mask``
+    is not None."""
+    dtype_prefix, none_test = f"{name}.dtype == ", f"{name} is None"
     frame = use.frame()
     checked = []
     for alt in alts:
         value: Value | None = alt.value
         for (key_frame, text), taken in alt.path.choices:
-            dtype = DTYPES.get(text[len(prefix):]) if key_frame is frame and text.startswith(prefix) else None
-            if dtype is None or value is None or not value.tensor or not _tested_after(frame, text, defined_at):
+            if key_frame is not frame or value is None or not (text == none_test or text.startswith(dtype_prefix)):
+                continue
+            if not _tested_after(frame, text, defined_at):
+                continue
+            if text == none_test:
+                proven = value.is_none or value.tensor or value.qualname is not None
+                value = value if not proven or value.is_none == taken else None
+                continue
+            dtype = DTYPES.get(text[len(dtype_prefix):])
+            if dtype is None or not value.tensor:
                 continue
             if taken is True:
                 value = value.retyped(dtype)
@@ -61,10 +120,18 @@ def _dtype_checked(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt
     return checked
 
 
+_TESTS: weakref.WeakKeyDictionary[nodes.NodeNG, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+
+
 def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
-    """Every ``if`` of the frame on condition ``text`` comes after ``line``."""
-    tests = [branch for branch in frame.nodes_of_class(nodes.If) if condition(branch.test)[0][1] == text]
-    return bool(tests) and all(branch.lineno > line for branch in tests)
+    """Every ``if`` (statement or expression) of the frame on condition ``text`` comes after ``line``."""
+    if frame not in _TESTS:
+        lines: dict[str, list[int]] = {}
+        for branch in frame.nodes_of_class((nodes.If, nodes.IfExp)):
+            lines.setdefault(condition(branch.test)[0][1], []).append(branch.lineno or 0)
+        _TESTS[frame] = lines
+    tested = _TESTS[frame].get(text, [])
+    return bool(tested) and all(lineno > line for lineno in tested)
 
 
 def _definition(binding: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:
@@ -142,7 +209,8 @@ def tuple_item(alt: Alt, index: int) -> list[Alt]:
 def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     """A parameter: the argument bound by the helper call being followed, else what same-module callers
     pass (or the default when they omit it), each caller a path of its own, so that the parameters of one
-    function come from the same call. No caller in the module: unknown."""
+    function come from the same call, and the callee's branches on its parameters follow the caller's
+    arguments (``kvlint.analysis.flow.Caller``). No caller in the module: unknown."""
     bound = context.binding(param.function)
     if bound is not None:
         expr, caller_context = bound.get(param.name, (None, context))
@@ -152,10 +220,10 @@ def _parameter(param: Param, path: Path, context: Context) -> list[Alt]:
     alts: list[Alt] = []
     outer = replace(context, bindings=(), hops=context.hops + 1)
     for call in callers(param.function):
-        through = path.choose((param.function, "<caller>"), call)
+        arguments = bind_arguments(param.function, call)
+        through = path.choose((param.function, CALLER), Caller(call, arguments or {}))
         if through is None:
             continue
-        arguments = bind_arguments(param.function, call)
         expr = arguments.get(param.name) if arguments is not None else None
         alts.extend(values(expr, through, outer))
     return alts or [Alt(UNKNOWN_VALUE, path)]
@@ -220,7 +288,7 @@ def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> lis
     defined = [d for d in cls.locals.get(node.attrname, []) if not _annotation_only(d)]
     assigned = self_assignments(cls).get(node.attrname)
     if defined:
-        if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and _is_property(defined[0]):
+        if len(defined) == 1 and isinstance(defined[0], nodes.FunctionDef) and is_property(defined[0]):
             return returned(defined[0], None, path, context)
         if len(defined) == 1 and isinstance(defined[0], nodes.AssignName) and not assigned:
             return _definition(defined[0], path, context)
@@ -241,22 +309,6 @@ def _annotation_only(binding: nodes.NodeNG) -> bool:
 # Same-module functions --------------------------------------------------------------------------------
 
 
-def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
-    """The same-module function a call reaches: a module function by name, or ``self.method(...)``."""
-    func = call.func
-    if isinstance(func, nodes.Name):
-        _, bindings = func.lookup(func.name)
-        if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef):
-            return bindings[0]
-        return None
-    if isinstance(func, nodes.Attribute) and is_self(func.expr):
-        cls = enclosing_class(call)
-        found = cls.locals.get(func.attrname, []) if cls is not None else []
-        if len(found) == 1 and isinstance(found[0], nodes.FunctionDef) and not _is_property(found[0]):
-            return found[0]
-    return None
-
-
 _CALLERS: weakref.WeakKeyDictionary[nodes.Module, dict[nodes.FunctionDef, list[nodes.Call]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -275,16 +327,6 @@ def callers(function: nodes.FunctionDef) -> list[nodes.Call]:
     return _CALLERS[module].get(function, [])
 
 
-def _decorator_names(function: nodes.FunctionDef) -> set[str]:
-    if not function.decorators:
-        return set()
-    return {d.as_string().rpartition(".")[2] for d in function.decorators.nodes}
-
-
-def _is_property(function: nodes.FunctionDef) -> bool:
-    return bool({"property", "cached_property"} & _decorator_names(function))
-
-
 def bind_arguments(function: nodes.FunctionDef, call: nodes.Call) -> dict[str, nodes.NodeNG | None] | None:
     """The expression each parameter receives at ``call`` (the default when omitted, None when the call does
     not show it); None when the call passes ``*args`` or ``**kwargs``."""
@@ -293,7 +335,7 @@ def bind_arguments(function: nodes.FunctionDef, call: nodes.Call) -> dict[str, n
     if function.args.args is None:
         return None
     params = function.args.posonlyargs + function.args.args
-    if isinstance(call.func, nodes.Attribute) and "staticmethod" not in _decorator_names(function):
+    if isinstance(call.func, nodes.Attribute) and "staticmethod" not in decorator_names(function):
         params = params[1:]
     if len(call.args) > len(params):
         return None
@@ -323,7 +365,7 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
     if not any(r.value is not None for r in returns):
         return [Alt(UNKNOWN_VALUE, path)]
     for statement in returns:
-        reached = _branch_path(statement, function, path)
+        reached = branch_path(statement, function, path)
         if reached is None:
             continue
         if statement.value is None:
@@ -333,14 +375,15 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
     return alts
 
 
-def _branch_path(statement: nodes.NodeNG, frame: nodes.NodeNG, path: Path) -> Path | None:
-    """``path`` extended by the branches that lead to ``statement`` inside ``frame``."""
-    node = statement
+def branch_path(node: nodes.NodeNG, frame: nodes.NodeNG, path: Path) -> Path | None:
+    """``path`` extended by the branches (``if`` statements and conditional expressions) that lead to ``node``
+    inside ``frame``; None when ``path`` took the other way."""
     while node.parent is not None and node.parent is not frame:
         parent = node.parent
-        if isinstance(parent, nodes.If) and node is not parent.test:
+        if isinstance(parent, (nodes.If, nodes.IfExp)) and node is not parent.test:
             key, polarity = condition(parent.test)
-            extended = path.choose(key, any(s is node for s in parent.body) == polarity)
+            in_body = any(s is node for s in parent.body) if isinstance(parent, nodes.If) else node is parent.body
+            extended = path.choose(key, in_body == polarity)
             if extended is None:
                 return None
             path = extended

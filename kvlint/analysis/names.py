@@ -1,10 +1,17 @@
-"""Syntactic name resolution: the dotted name an expression stands for, from the code's own imports.
+"""Syntactic name resolution: the dotted names an expression may stand for, from the code's own imports.
 
 ``tnpu.npu_fused_infer_attention_score`` after ``import torch_npu as tnpu`` is
 ``torch_npu.npu_fused_infer_attention_score``; so is ``fa`` after ``fa = torch_npu.npu_fused...`` and
-``self.fa_op`` when ``__init__`` sets it. Nothing is imported and astroid inference is not used, so the
-result does not depend on torch or torch_npu being installed. A name that is bound to different things,
-or to something that is not an import or an alias (a parameter, a class, a function), resolves to None.
+``self.fa_op`` when the class sets it. A name bound several times stands for each of its bindings: the
+assignments that reach the use (``kvlint.analysis.flow``), every module-level binding of a global (an
+optional import sets it in ``try`` and ``except``), every value the class gives ``self.x``. Also followed:
+``a if c else b``, ``getattr(ns, "name"[, default])`` and the returns of a same-module function or method
+(``self._ops_for(prefill).npu_...``). ``None`` is an alternative of its own (``NONE``): calling it (or an
+attribute of it) never reaches a successful call, so callers drop it.
+
+Nothing is imported and astroid inference is not used, so the result does not depend on torch or torch_npu
+being installed. Where one alternative is not a dotted name the code proves (a parameter, a call of
+something else, a method of the project's own class), the expression resolves to nothing.
 """
 
 from __future__ import annotations
@@ -13,60 +20,161 @@ import weakref
 
 from astroid import nodes
 
+from kvlint.analysis.flow import OUTER, UNKNOWN, Param, reaching_definitions
+
+NONE = "None"
+"""The alternative of an expression that is the constant None."""
+
 _MAX_DEPTH = 12
+_Names = frozenset[str] | None
+_RESOLVED: weakref.WeakKeyDictionary[nodes.NodeNG, _Names] = weakref.WeakKeyDictionary()
 
 
-def qualified_name(expr: nodes.NodeNG, _depth: int = 0) -> str | None:
-    """The dotted name ``expr`` is an alias of, or None when the code does not prove one."""
-    if _depth > _MAX_DEPTH:
+def qualified_names(expr: nodes.NodeNG) -> frozenset[str] | None:
+    """Every dotted name ``expr`` may stand for (``NONE`` for None), or None when the code does not prove
+    each alternative."""
+    if expr not in _RESOLVED:
+        _RESOLVED[expr] = _names(expr, 0, frozenset())
+    return _RESOLVED[expr]
+
+
+def qualified_name(expr: nodes.NodeNG) -> str | None:
+    """The one dotted name ``expr`` stands for on every alternative that is not None, or None."""
+    found = qualified_names(expr)
+    real = found - {NONE} if found is not None else frozenset()
+    return next(iter(real)) if len(real) == 1 else None
+
+
+def _names(expr: nodes.NodeNG | None, depth: int, active: frozenset[int]) -> _Names:
+    if expr is None or depth > _MAX_DEPTH or id(expr) in active:
         return None
+    active = active | {id(expr)}
+    if isinstance(expr, nodes.Const) and expr.value is None:
+        return frozenset({NONE})
     if isinstance(expr, nodes.Name):
-        return _name_target(expr, expr.name, _depth)
+        return _name_names(expr, depth, active)
     if isinstance(expr, nodes.Attribute):
-        self_value = self_attribute_value(expr)
-        if self_value is not None:
-            return _single(qualified_name(value, _depth + 1) for value in self_value)
-        base = qualified_name(expr.expr, _depth + 1)
-        return None if base is None else f"{base}.{expr.attrname}"
+        if is_self(expr.expr):
+            return _union(self_attribute_value(expr), depth, active)
+        base = _names(expr.expr, depth + 1, active)
+        return None if base is None else frozenset(_member(b, expr.attrname) for b in base)
+    if isinstance(expr, nodes.IfExp):
+        return _union([expr.body, expr.orelse], depth, active)
+    if isinstance(expr, nodes.Call):
+        return _call_names(expr, depth, active)
     return None
 
 
-def _single(names) -> str | None:
-    found = set(names)
-    if len(found) != 1:
+def _member(base: str, attribute: str) -> str:
+    return NONE if base == NONE else f"{base}.{attribute}"
+
+
+def _union(exprs: list[nodes.NodeNG] | None, depth: int, active: frozenset[int]) -> _Names:
+    if exprs is None:
         return None
-    return found.pop()
+    found: set[str] = set()
+    for expr in exprs:
+        names = _names(expr, depth + 1, active)
+        if names is None:
+            return None
+        found |= names
+    return frozenset(found)
 
 
-def _name_target(node: nodes.NodeNG, name: str, depth: int) -> str | None:
-    _, assignments = node.lookup(name)
-    if not assignments:
+def _name_names(node: nodes.Name, depth: int, active: frozenset[int]) -> _Names:
+    """A name: the bindings that reach the use in its own frame (all of the frame's where the flow cannot
+    say), every binding of the enclosing scope it comes from otherwise."""
+    scope, bindings = node.lookup(node.name)
+    if not bindings:
         return None
-    return _single(_binding_target(binding, name, depth) for binding in assignments)
+    defined = scope.locals.get(node.name, bindings)
+    if scope is not node.frame() or len(defined) == 1:
+        return _bindings_names(defined, node.name, depth, active)
+    reaching: list[nodes.NodeNG] = []
+    for definition, _ in reaching_definitions(node.name, node):
+        if definition is UNKNOWN:
+            return _bindings_names(scope.locals.get(node.name, bindings), node.name, depth, active)
+        if isinstance(definition, Param):
+            return None
+        if definition is not OUTER:  # OUTER: unbound on that path, a NameError rather than a call
+            reaching.append(definition)
+    return _bindings_names(reaching, node.name, depth, active)
 
 
-def _binding_target(binding: nodes.NodeNG, name: str, depth: int) -> str | None:
+def _bindings_names(bindings: list[nodes.NodeNG], name: str, depth: int, active: frozenset[int]) -> _Names:
+    found: set[str] = set()
+    for binding in bindings:
+        names = _binding_names(binding, name, depth, active)
+        if names is None:
+            return None
+        found |= names
+    return frozenset(found)
+
+
+def _binding_names(binding: nodes.NodeNG, name: str, depth: int, active: frozenset[int]) -> _Names:
     if isinstance(binding, nodes.Import):
         for module, alias in binding.names:
             if alias == name:
-                return module
+                return frozenset({module})
             if alias is None and module.split(".")[0] == name:
-                return name
+                return frozenset({name})
         return None
     if isinstance(binding, nodes.ImportFrom):
         if binding.level:
             return None
         for imported, alias in binding.names:
             if imported == "*" or (alias or imported) == name:
-                return f"{binding.modname}.{name if imported == '*' else imported}"
+                return frozenset({f"{binding.modname}.{name if imported == '*' else imported}"})
         return None
     if isinstance(binding, nodes.AssignName):
         statement = binding.parent
         if isinstance(statement, nodes.Assign) and any(t is binding for t in statement.targets):
-            return qualified_name(statement.value, depth + 1)
-        if isinstance(statement, nodes.AnnAssign) and statement.value is not None:
-            return qualified_name(statement.value, depth + 1)
+            return _names(statement.value, depth + 1, active)
+        if isinstance(statement, (nodes.AnnAssign, nodes.NamedExpr)) and statement.value is not None:
+            return _names(statement.value, depth + 1, active)
     return None
+
+
+def _call_names(call: nodes.Call, depth: int, active: frozenset[int]) -> _Names:
+    """``getattr(ns, "name"[, default])``, or what a same-module function or method returns."""
+    func = call.func
+    if isinstance(func, nodes.Name) and func.name == "getattr" and func.lookup("getattr")[0].name == "builtins":
+        return _getattr_names(call, depth, active)
+    function = called_function(call)
+    if function is None or function.is_generator():
+        return None
+    returns = [r for r in function.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+               if r.frame() is function]
+    found: set[str] = {NONE}
+    for statement in returns:
+        if statement.value is not None:
+            names = _names(statement.value, depth + 1, active)
+            if names is None:
+                return None
+            found |= names
+    return frozenset(found)
+
+
+def _getattr_names(call: nodes.Call, depth: int, active: frozenset[int]) -> _Names:
+    args = call.args or []
+    if call.keywords or len(args) not in (2, 3):
+        return None
+    attribute = args[1]
+    if not (isinstance(attribute, nodes.Const) and isinstance(attribute.value, str)):
+        return None
+    base = _names(args[0], depth + 1, active)
+    if base is None:
+        return None
+    found = {_member(b, attribute.value) for b in base}
+    if len(args) == 3:
+        default = _names(args[2], depth + 1, active)
+        if default is None:
+            return None
+        found |= default
+    return frozenset(found)
+
+
+# Classes and methods ------------------------------------------------------------------------------------
 
 
 def enclosing_class(node: nodes.NodeNG) -> nodes.ClassDef | None:
@@ -93,21 +201,80 @@ def is_self(expr: nodes.NodeNG) -> bool:
     return bool(args) and args[0].name == expr.name
 
 
-def self_attribute_value(expr: nodes.Attribute) -> list[nodes.NodeNG] | None:
-    """The values assigned to ``self.<attr>`` anywhere in the class, for ``self.<attr>`` expressions.
+def decorator_names(function: nodes.FunctionDef) -> set[str]:
+    if not function.decorators:
+        return set()
+    return {d.as_string().rpartition(".")[2] for d in function.decorators.nodes}
 
-    None when ``expr`` is not a ``self`` attribute or the class gives it no plain assignment (for
-    example when it is a method of the class, as with a wrapper that happens to share an operator's name).
+
+def is_property(function: nodes.FunctionDef) -> bool:
+    return bool({"property", "cached_property"} & decorator_names(function))
+
+
+def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
+    """The same-module function a call reaches: a module function by name, or ``self.method(...)``."""
+    func = call.func
+    if isinstance(func, nodes.Name):
+        _, bindings = func.lookup(func.name)
+        if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef):
+            return bindings[0]
+        return None
+    if isinstance(func, nodes.Attribute) and is_self(func.expr):
+        cls = enclosing_class(call)
+        found = cls.locals.get(func.attrname, []) if cls is not None else []
+        if len(found) == 1 and isinstance(found[0], nodes.FunctionDef) and not is_property(found[0]):
+            return found[0]
+    return None
+
+
+def self_attribute_value(expr: nodes.Attribute) -> list[nodes.NodeNG] | None:
+    """The values the class gives ``self.<attr>``, for ``self.<attr>`` expressions: what its methods (and
+    those of its same-module base classes) assign, a class-level assignment, or a property's returns.
+
+    None when ``expr`` is not a ``self`` attribute, or when the attribute is a method of the class (a
+    wrapper that happens to share an operator's name) or is set in a way the code does not show.
     """
     if not is_self(expr.expr):
         return None
     cls = enclosing_class(expr)
-    if cls is None or expr.attrname in cls.locals:
+    return None if cls is None else _class_values(cls, expr.attrname, frozenset())
+
+
+def _class_values(cls: nodes.ClassDef, attribute: str, seen: frozenset[int]) -> list[nodes.NodeNG] | None:
+    values: list[nodes.NodeNG] = []
+    for defined in cls.locals.get(attribute, []):
+        statement = defined.parent
+        if isinstance(defined, nodes.FunctionDef) and is_property(defined):
+            returns = defined.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+            values += [r.value for r in returns if r.frame() is defined and r.value is not None]
+        elif isinstance(statement, nodes.AnnAssign) and statement.value is None:
+            continue  # ``x: T`` declares the attribute without giving it a value
+        elif isinstance(statement, (nodes.Assign, nodes.AnnAssign)) and isinstance(defined, nodes.AssignName):
+            values.append(statement.value)
+        else:
+            return None
+    assigned = self_assignments(cls).get(attribute, [])
+    if any(value is None for value in assigned):
         return None
-    assigned = self_assignments(cls).get(expr.attrname)
-    if not assigned or any(value is None for value in assigned):
-        return None
-    return assigned
+    values += assigned
+    for base in _module_bases(cls):
+        if id(base) not in seen:
+            inherited = _class_values(base, attribute, seen | {id(cls)})
+            if inherited is None:
+                return None
+            values += inherited
+    return values or None
+
+
+def _module_bases(cls: nodes.ClassDef) -> list[nodes.ClassDef]:
+    """The base classes defined in the same module (by name)."""
+    found = []
+    for base in cls.bases:
+        if isinstance(base, nodes.Name):
+            _, bindings = base.lookup(base.name)
+            if len(bindings) == 1 and isinstance(bindings[0], nodes.ClassDef):
+                found.append(bindings[0])
+    return found
 
 
 _SELF_ASSIGNMENTS: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = (

@@ -11,15 +11,19 @@ from dataclasses import replace
 
 from astroid import nodes
 
+from kvlint.analysis.axes import Plan, index_plan, int_constant, order_plan, planned_axes, planned_shape, roles, split
+from kvlint.analysis.axes import swap, unsqueeze_plan
 from kvlint.analysis.context import MAX_DEPTH, MAX_HOPS, Context, values
 from kvlint.analysis.facts import (
     ADDITIVE,
     CACHE,
     CAST_METHODS,
+    CUMULATIVE,
     EXPANDED,
     FLOAT_DTYPES,
     GROWN_CACHE,
     KV_REPEAT,
+    META,
     NO_CONSTANT,
     TRIL,
     TYPED_TENSORS,
@@ -43,10 +47,10 @@ SIZE_DEPTH = 6
 FINFO = "torch.finfo()"
 """The qualname standing for what ``torch.finfo(...)`` returns: its ``.min`` is a large negative."""
 _PRESERVING_METHODS = frozenset({
-    "contiguous", "clone", "detach", "cpu", "cuda", "npu", "pin_memory", "requires_grad_", "narrow",
+    "contiguous", "clone", "detach", "pin_memory", "requires_grad_", "narrow", "tolist", "numpy",
     "index_select", "select", "to_dense", "share_memory_",
 })
-_REORDERING_METHODS = frozenset({"transpose", "permute", "t", "swapaxes", "movedim", "flip"})
+_REORDERING_METHODS = frozenset({"movedim", "flip"})
 _FACTORIES = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"})
 _LIKE_FACTORIES = frozenset({
     "torch.ones_like", "torch.zeros_like", "torch.empty_like", "torch.full_like", "torch.rand_like",
@@ -68,7 +72,21 @@ def keyword_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:
 
 
 def torch_function(qualname: str, call: nodes.Call, path: Path, context: Context) -> list[Alt]:
-    """A call of ``torch.<qualname>`` (or a typed tensor constructor such as ``torch.LongTensor``)."""
+    """A call of ``torch.<qualname>`` (or a typed tensor constructor such as ``torch.LongTensor``); a
+    ``device=`` argument that is ``"meta"`` on every path makes the tensors it builds meta tensors."""
+    alts = _torch_function(qualname, call, path, context)
+    device = keyword_argument(call, "device")
+    if device is None or not any(alt.value.tensor for alt in alts):
+        return alts
+    meta = all(_is_meta(alt.value) for alt in values(device, path, context))
+    return mapped(alts, lambda v: v.with_traits({META}) if meta and v.tensor else v.with_traits(drop={META}))
+
+
+def _is_meta(device: Value) -> bool:
+    return isinstance(device.const, str) and device.const.split(":")[0] == "meta"
+
+
+def _torch_function(qualname: str, call: nodes.Call, path: Path, context: Context) -> list[Alt]:
     dtype_arg = keyword_argument(call, "dtype")
     first = call.args[0] if call.args else keyword_argument(call, "input")
     if qualname in _FACTORIES:
@@ -99,7 +117,11 @@ def torch_function(qualname: str, call: nodes.Call, path: Path, context: Context
         return [Alt(tensor(d, (None,), origin=call), p) for d, p in _dtype_choices(dtype_arg, default, path, context)]
     if qualname in ("torch.tensor", "torch.as_tensor"):
         default = _data_dtype(first, path, context)
-        return [Alt(tensor(d, origin=call), p) for d, p in _dtype_choices(dtype_arg, default, path, context)]
+        kept = frozenset({CUMULATIVE}) if any(a.value.has(CUMULATIVE) for a in values(first, path, context)) else (
+            frozenset())
+        return [Alt(tensor(d, traits=kept, origin=call), p) for d, p in _dtype_choices(dtype_arg, default, path, context)]
+    if qualname == "torch.cumsum":
+        return [Alt(tensor(None, traits=frozenset({CUMULATIVE}), origin=call), path)]
     if qualname in TYPED_TENSORS:
         return [Alt(tensor(TYPED_TENSORS[qualname], origin=call), path)]
     if qualname == "torch.searchsorted":
@@ -115,12 +137,15 @@ def torch_function(qualname: str, call: nodes.Call, path: Path, context: Context
     if qualname in _CONCATENATIONS:
         return _concatenation(first, path, context, grows=qualname != "torch.stack")
     if qualname == "torch.repeat_interleave":
-        return mapped(values(first, path, context), lambda v: as_tensor(v).with_traits({KV_REPEAT}))
+        return mapped(values(first, path, context),
+                      lambda v: replace(as_tensor(v).with_traits({KV_REPEAT}), origin=call))
     if qualname == "torch.masked_fill":
         fill_expr = call.args[2] if len(call.args) > 2 else keyword_argument(call, "value")
         return _masked_fill(values(first, path, context), fill_expr, context)
     if qualname == "torch.where" and len(call.args) == 3:
         return _where(call, path, context)
+    if qualname == "torch.device" and isinstance(first, nodes.Const) and isinstance(first.value, str):
+        return [Alt(constant(first.value), path)]
     if qualname in ("torch.finfo", "torch.iinfo"):
         return [Alt(Value(qualname=FINFO if qualname == "torch.finfo" else None), path)]
     return [Alt(UNKNOWN_VALUE, path)]
@@ -231,6 +256,8 @@ def _concatenation(sequence: nodes.NodeNG | None, path: Path, context: Context, 
     dtypes = {alt.value.dtype if alt.value.tensor else None for part in parts for alt in part}
     dtype = dtypes.pop() if len(dtypes) == 1 else None
     traits = frozenset({CACHE, GROWN_CACHE}) if cached and grows and len(parts) > 1 else frozenset()
+    if grows and any(alt.value.has(CUMULATIVE) for part in parts for alt in part):
+        traits |= {CUMULATIVE}
     return [Alt(tensor(dtype, traits=traits, origin=sequence.parent), path)]
 
 
@@ -268,14 +295,22 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
             return [Alt(value.retyped(d), path) for d in set(as_dtype)]
     if method in ("view", "reshape", "flatten", "view_as", "reshape_as"):
         traits = {KV_REPEAT} if value.has(EXPANDED) else set()
-        shape = _reshaped(call, path, context) if method in ("view", "reshape") else None
-        return [Alt(value.reshaped(shape).with_traits(traits, {EXPANDED}), path)]
+        shape, axes = _reshaped(call, path, context) if method in ("view", "reshape") else (None, None)
+        return [Alt(value.reshaped(shape, axes).with_traits(traits, {EXPANDED}), path)]
     if method == "unsqueeze":
-        return [Alt(value.reshaped(_unsqueezed(value.shape, call, path, context)), path)]
+        dim = _single_int(args[0], path, context) if len(args) == 1 else None
+        rank = split(value.shape)[1]
+        return [Alt(_planned(value, None if dim is None else unsqueeze_plan(rank, dim)), path)]
+    if method in ("transpose", "swapaxes", "swapdims", "permute", "t"):
+        return [Alt(_planned(value, _reordering(value, method, call, path, context)).with_traits(drop={TRIL}), path)]
     if method in ("expand", "expand_as"):
-        return [Alt(value.reshaped(None).with_traits({EXPANDED}), path)]
+        return [Alt(replace(value.reshaped(None).with_traits({EXPANDED}), origin=call), path)]
     if method == "repeat_interleave":
-        return [Alt(value.reshaped(None).with_traits({KV_REPEAT}), path)]
+        return [Alt(replace(value.reshaped(None).with_traits({KV_REPEAT}), origin=call), path)]
+    if method == "cumsum":
+        return [Alt(replace(value.with_traits({CUMULATIVE}), origin=call), path)]
+    if method in ("cpu", "cuda", "npu"):
+        return [Alt(value.with_traits(drop={META}), path)]
     if method in _PRESERVING_METHODS:
         return [Alt(value, path)]
     if method in _REORDERING_METHODS:
@@ -307,7 +342,9 @@ def _converted(value: Value, call: nodes.Call, path: Path, context: Context) -> 
                 if dtype is not None:
                     extended.append(Alt(current.value.retyped(dtype), alt.path))
                 elif _is_device(arg, alt.value):
-                    extended.append(Alt(current.value, alt.path))
+                    moved = current.value.with_traits({META}) if _is_meta(alt.value) else current.value.with_traits(
+                        drop={META})
+                    extended.append(Alt(moved, alt.path))
                 else:
                     extended.append(Alt(current.value.retyped(None), alt.path))
         alts = extended
@@ -324,25 +361,45 @@ def _is_device(expr: nodes.NodeNG, value: Value) -> bool:
     return isinstance(expr, nodes.Name) and expr.name in ("device", "dev")
 
 
-def _reshaped(call: nodes.Call, path: Path, context: Context) -> tuple[Dim, ...] | None:
+def _reshaped(call: nodes.Call, path: Path,
+              context: Context) -> tuple[tuple[Dim, ...] | None, tuple[str | None, ...] | None]:
+    """The shape ``view`` / ``reshape`` give, and the axis order their size arguments name."""
     args = call.args
     if len(args) == 1 and isinstance(args[0], (nodes.Tuple, nodes.List)):
         args = args[0].elts
     if not args or any(isinstance(a, nodes.Starred) for a in args):
-        return None
+        return None, None
     dims = tuple(_dimension(a, path, context) for a in args)
-    return tuple(None if d == -1 else d for d in dims)
+    named = roles([None if int_constant(a) is not None else _source_text(a, context) for a in args])
+    return tuple(None if d == -1 else d for d in dims), named
 
 
-def _unsqueezed(shape: tuple[Dim, ...] | None, call: nodes.Call, path: Path,
-                context: Context) -> tuple[Dim, ...] | None:
-    if shape is None or len(call.args) != 1:
+def _planned(value: Value, planned: tuple[Plan, bool] | None) -> Value:
+    """The tensor with its axes rearranged by a plan (``kvlint.analysis.axes``); unknown ones when None."""
+    if planned is None:
+        return value.reshaped(None)
+    return value.reshaped(planned_shape(value.shape, planned), planned_axes(value.axes, planned))
+
+
+def _reordering(value: Value, method: str, call: nodes.Call, path: Path,
+                context: Context) -> tuple[Plan, bool] | None:
+    """The plan of ``transpose(i, j)`` / ``swapaxes`` / ``permute(...)`` / ``t()`` with literal axes."""
+    rank = split(value.shape)[1]
+    if rank is None and value.axes is not None:
+        rank = len(value.axes)
+    args = list(call.args[0].elts) if len(call.args) == 1 and isinstance(call.args[0], (nodes.Tuple, nodes.List)) \
+        else list(call.args)
+    dims = [_single_int(arg, path, context) for arg in args]
+    if any(d is None for d in dims) or call.keywords:
         return None
-    dim = _single_int(call.args[0], path, context)
-    if dim is None or not -len(shape) - 1 <= dim <= len(shape):
+    if method == "permute":
+        return order_plan(rank if rank is not None else len(dims), dims)
+    if method == "t":
+        dims = [0, 1] if rank in (None, 2) else []
+    if len(dims) != 2:
         return None
-    position = dim if dim >= 0 else len(shape) + 1 + dim
-    return shape[:position] + (1,) + shape[position:]
+    order = swap(rank, dims[0], dims[1])
+    return None if order is None else order_plan(rank, order)
 
 
 def _single_int(expr: nodes.NodeNG, path: Path, context: Context) -> int | None:
@@ -380,8 +437,9 @@ def changed_in_place(previous: Alt, statement: nodes.NodeNG, context: Context) -
 
 
 def as_tensor(value: Value) -> Value:
-    """The value as a tensor: itself, else a tensor the code does not describe (a cache stays one)."""
-    return value if value.tensor else tensor(None, traits=value.traits & {CACHE})
+    """The value as a tensor: itself, else a tensor the code does not describe (a cache, or cumulative
+    lengths, stay so)."""
+    return value if value.tensor else tensor(None, traits=value.traits & {CACHE, CUMULATIVE})
 
 
 def triangular(value: Value, lower: bool, call: nodes.Call) -> Value:
@@ -398,28 +456,18 @@ def invert(value: Value, dtype: str | None = None) -> Value:
 
 
 def indexed(value: Value, index: nodes.NodeNG) -> Value:
-    """A tensor indexed by ``index``: ``None`` and ``:`` keep a known shape; a cache stays one."""
-    if not value.tensor:
-        return UNKNOWN_VALUE.with_traits(value.traits & {CACHE})
+    """A tensor indexed by ``index``: ``None``, integers and slices rearrange a shape (``q[:, :, 0:1]`` has one
+    query position, even when the rank of ``q`` is not known); a cache stays one. Indexing something the code
+    does not describe with several slices (``q[:, -1:]``) makes a tensor."""
     parts = index.elts if isinstance(index, nodes.Tuple) else [index]
-    shape: tuple[Dim, ...] | None = None
-    if value.shape is not None and all(_is_none(p) or _is_full_slice(p) for p in parts):
-        dims, rest = [], list(value.shape)
-        for part in parts:
-            if _is_none(part):
-                dims.append(1)
-            elif rest:
-                dims.append(rest.pop(0))
-        shape = tuple(dims + rest)
-    return replace(value, shape=shape, const=NO_CONSTANT)
-
-
-def _is_none(node: nodes.NodeNG) -> bool:
-    return isinstance(node, nodes.Const) and node.value is None
-
-
-def _is_full_slice(node: nodes.NodeNG) -> bool:
-    return isinstance(node, nodes.Slice) and node.lower is None and node.upper is None and node.step is None
+    several_slices = len(parts) > 1 and any(isinstance(p, nodes.Slice) for p in parts)
+    if not value.tensor and not (value == UNKNOWN_VALUE.with_traits(value.traits) and several_slices):
+        return UNKNOWN_VALUE.with_traits(value.traits & {CACHE, CUMULATIVE})
+    value = as_tensor(value)
+    rank = split(value.shape)[1]
+    if rank is None and value.axes is not None:
+        rank = len(value.axes)
+    return replace(_planned(value, index_plan(rank, index)), const=NO_CONSTANT)
 
 
 def combine(lefts: list[Alt], op: str, right_expr: nodes.NodeNG, path: Path, context: Context) -> list[Alt]:

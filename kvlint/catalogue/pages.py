@@ -140,9 +140,13 @@ def standalone_page(entry: Rule) -> str:
     return _page(entry, _located_line)
 
 
+_BY_PYLINT_ID = {entry.pylint_msgid: entry for entry in STATIC_RULES if entry.pylint_msgid}
+
+
 def explain(code_or_symbol: str) -> str:
-    """The page of a static rule by code or symbol; KeyError when there is none."""
-    entry = rule(code_or_symbol)
+    """The page of a static rule by code, symbol or pylint message id (``E7201``); KeyError when there is
+    none."""
+    entry = _BY_PYLINT_ID.get(code_or_symbol.upper()) or rule(code_or_symbol)
     if entry not in STATIC_RULES:
         raise KeyError(code_or_symbol)
     return standalone_page(entry)

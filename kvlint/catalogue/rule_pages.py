@@ -53,10 +53,18 @@ class RuleDoc:
 
 _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
 _PROBE_HEADER = "import torch\nimport torch_npu\n\n"
+SHAPE_TESTS = ("Shape tests compute no numbers and are not reported: calls in the body of "
+               "`with FakeTensorMode():` or `with torch.device(\"meta\"):` in the same function, and calls "
+               "whose query is a meta tensor on every path (`device=\"meta\"`, `.to(\"meta\")`).")
+"""The shape-test exemption of the rules whose only point is a default value."""
 
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
-        what="Reports a file that kvlint cannot parse as Python 3, with the parser's reason and position.",
+        what="Reports a file that CPython itself refuses to compile, with the parser's reason and position. "
+             "A file CPython runs is never KVL000: bytes that do not decode inside comments (GBK comments "
+             "in a UTF-8 file, which CPython's compiler does not decode) are replaced before linting, and "
+             "valid code nested deeper than the parser can follow (a generated 2,500-term sum) is skipped "
+             "with a warning naming the file.",
         why="Nothing in such a file can be checked, so every other rule is silent on it. Python raises "
             "`SyntaxError` when the module is imported.",
         bad="import torch_npu\n\n\ndef decode(q, k, v):\n"
@@ -91,7 +99,9 @@ DOCS: dict[str, RuleDoc] = {
         what="Reports FIA v1 (`npu_fused_infer_attention_score`) called with a keyword that only FIA v2 "
              "has, FIA v2 called with a v1-only keyword, or the IFA/PFA spelling (`scale_value`, "
              "`deq_scale1`) on FIA. The message names the exact rename (`scale` -> `softmax_scale`). "
-             "Keywords passed through a statically known `**kwargs` dict count too.",
+             "Keywords passed through a statically known `**kwargs` dict count too, and so do FIA's "
+             "workspace helpers (`_npu_fused_infer_attention_score[_v2]_get_max_workspace`), which take "
+             "exactly their operator's arguments.",
         why="v2 renamed most parameters (`num_heads` -> `num_query_heads`, `scale` -> `softmax_scale`, "
             "`actual_seq_lengths` -> `actual_seq_qlen`, ...) and no name means different things in the two "
             "versions, so every mix raises `RuntimeError` at the first call. Migrations between IFA, FIA "
@@ -140,7 +150,7 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL104": RuleDoc(
         what="Reports an FIA, FIA v2, IFA or PFA call that passes no `scale` / `softmax_scale` / "
-             "`scale_value`.",
+             "`scale_value`. " + SHAPE_TESTS,
         why="The default scale is 1.0, not 1/sqrt(head_dim). The call runs and returns numbers, but the "
             "softmax is far too sharp: the output is silently wrong (the operator docs: \"in most cases it "
             "must be set manually, otherwise the results are wrong\").",
@@ -156,7 +166,8 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="The right scale depends on the head dim (and on the model: MLA uses 1/sqrt(D + 64)).",
     ),
     "KVL105": RuleDoc(
-        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads`.",
+        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads`. "
+             + SHAPE_TESTS,
         why="The default is 1. With the BSH layout the head split comes only from this value "
             "(D = H // num_heads), so a missing value silently computes one huge head instead of many; "
             "with BNSD the call fails at run time.",
@@ -175,7 +186,9 @@ DOCS: dict[str, RuleDoc] = {
     "KVL106": RuleDoc(
         what="Reports a literal `input_layout` (or a constant it resolves to) outside the set the operator "
              "accepts. The check is case-sensitive, as the operators are (except `npu_fusion_attention`, "
-             "which upper-cases its argument).",
+             "which upper-cases its argument). The sparse-attention kernels (`npu_lightning_indexer`, "
+             "`npu_sparse_flash_attention` and their quantised forms) have a query layout (BSND, TND) and a "
+             "key layout (BSND, TND, PA_BSND) of their own; FIA's workspace helpers take FIA's layouts.",
         why="FIA and FIA v2 raise `RuntimeError` (\"layout only support ...\") at the first call; IFA and PFA "
             "forward the string to CANN, which fails at launch with an opaque aclnn error code.",
         bad=_HEADER + "def decode(q, k, v, head_dim):\n"
@@ -192,7 +205,8 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL107": RuleDoc(
         what="Reports a literal `sparse_mode` the operator does not accept: FIA and FIA v2 take 0-4, and 9 "
-             "only together with `query_rope` and `key_rope`; PFA takes 0-4.",
+             "only together with `query_rope` and `key_rope`; PFA takes 0-4; the sparse-attention kernels "
+             "take 0 (no causal limit) and 3 (bottom-right causal).",
         why="Modes 5-8 are documented as \"not implemented yet, do not use\" for FIA and raise for Q_S > 1; "
             "for decode (Q_S = 1, no rope) FIA ignores `sparse_mode` altogether, so the same code fails "
             "only when prefill runs.",
@@ -231,7 +245,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL109": RuleDoc(
         what="Reports literal head counts where `num_heads` (or `num_query_heads`) is not divisible by "
-             "`num_key_value_heads`, or the ratio is above 64.",
+             "`num_key_value_heads`, or the ratio is above 64; for ATB's attention, `num_heads` not divisible "
+             "by `num_kv_heads`, which usually means the two were swapped: the paged operators take "
+             "`num_kv_heads, num_heads` in that order and the flash operators the other way round.",
         why="Grouped-query attention maps each KV head to num_heads / num_key_value_heads query heads; "
             "the operators require an integer ratio of at most 64. Eager mode checks only num_heads > 0 and "
             "leaves the rest to CANN, which fails at launch with an opaque error code.",
@@ -268,7 +284,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL111": RuleDoc(
         what="Reports a literal TND/NTD-family `input_layout` on a call that does not pass both the query "
-             "and the KV length arguments.",
+             "and the KV length arguments; for the sparse-attention kernels, a `layout_query` or key layout "
+             "'TND' without that side's lengths (`actual_seq_lengths_query`, `actual_seq_lengths_key` / "
+             "`_kv`). " + SHAPE_TESTS,
         why="In TND the batch is packed along T and the lengths are the only way the kernel finds the "
             "sequence boundaries; the operators require both (cumulative) length lists and fail at launch "
             "when one is missing.",
@@ -307,6 +325,73 @@ DOCS: dict[str, RuleDoc] = {
         fix="`kvlint --fix` rewrites the callee to `torch_npu.<op>` (using the module's own alias when it "
             "has `import torch_npu as ...`), and adds `import torch_npu` after the torch import when the "
             "module does not import it.",
+    ),
+    "KVL113": RuleDoc(
+        what="Reports `torch_npu.<name>`, `from torch_npu import <name>`, `torch.ops.npu.<name>`, "
+             "`torch.ops.atb.<name>` and torchair's `tng.ops.<name>` when the namespace has no such operator "
+             "and the name is either a known operator of another namespace (an ATB operator looked up in "
+             "`torch.ops.npu`, one torchair does not wrap, one that lives on `torch_npu.atb`) or a "
+             "misspelling of one there: a letter or two off, a word left out, words swapped. The known names "
+             "are torch_npu's published operator declarations (op-plugin's function table, torch_npu's own, "
+             "ATB's `m.def` schemas and torchair's `ops`), kept in `kvlint/catalogue/operator_names.py`; the "
+             "message names the closest operator. Only names that look like operators (`npu_*`, `_npu_*`, "
+             "`scatter_*`) are judged.",
+        why="The lookup raises `AttributeError` (`ImportError` for the import) when the line runs, which is "
+            "after the model loaded and often only on one branch (the graph-mode path, a test that is skipped "
+            "off the device). Renamed operators are the usual cause: `npu_fused_infer_attention_v2` became "
+            "`npu_fused_infer_attention_score_v2`, and op-plugin's own tests kept the old name. A name that "
+            "adds words to a known one (`npu_gather_selection_kv_cache`) or carries a newer version number is "
+            "not reported: projects register such operators themselves and mount them on `torch_npu` at run "
+            "time, which a one-file linter cannot see. Nor is the public spelling of a private operator "
+            "(`npu_matmul_add_fp32` for ATB's `_npu_matmul_add_fp32`, or the reverse): adaptor layers such as "
+            "MindSpore's torch_npu export it. Nor is a name the file tests for (`hasattr`, "
+            "`getattr`, a string), assigns (`torch_npu.npu_x = ...`), or looks up in a `try` that catches "
+            "`AttributeError` / `ImportError`.",
+        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_v2(\n"
+            "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def decode(q, k, v, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score_v2(\n"
+             "        q, k, v, num_query_heads=32, softmax_scale=1 / math.sqrt(head_dim)\n    )\n",
+        references=(
+            Reference("Access paths: how the operators are reached", f"{DISPATCHER}#dsp-access"),
+            Reference("DSP-C2: torch_npu exports every operator of the npu namespace", f"{DISPATCHER}#dsp-c2"),
+            Reference("DSP-C6: torchair.ops wraps only FIA and FIA v2", f"{DISPATCHER}#dsp-c6"),
+            Reference("DSP-C8: ATB's operators are torch.ops.atb.<name>, some only on torch_npu.atb",
+                      f"{DISPATCHER}#dsp-c8"),
+        ),
+        no_fix="The closest name is a suggestion: the intended operator may be another one, or a project's "
+               "own registration.",
+    ),
+    "KVL114": RuleDoc(
+        what="Reports an `input_layout` whose axis order contradicts the one the code proves for the query "
+             "(and, outside paged attention, for key and value): a tensor unpacked as "
+             "`B, N, S, D = q.shape`, or built by `x.view(bsz, q_len, num_heads, head_dim).transpose(1, 2)` "
+             "(BNSD), passed with `input_layout=\"BSND\"`. The roles of the axes come from the names the code "
+             "gives their sizes; `transpose` and `permute` are followed, so turning BNSD into BSND before a "
+             "BSND call is fine. Names that prove nothing (vision code's `B, N, C`) are not judged.",
+        why="The operator takes the layout's word for the axis order. With heads and sequence swapped the "
+            "call raises on the head count, or, when the two sizes happen to agree, attends along the head "
+            "axis: wrong numbers and no error.",
+        bad=_HEADER + "def prefill(query, key, value):\n"
+            "    batch, heads, seq_len, head_dim = query.shape\n"
+            "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "        query, key, value, num_heads=heads, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\"\n"
+            "    )\n"
+            "    return out\n",
+        good=_HEADER + "def prefill(query, key, value):\n"
+             "    batch, heads, seq_len, head_dim = query.shape\n"
+             "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+             "        query, key, value, num_heads=heads, scale=1 / math.sqrt(head_dim), input_layout=\"BNSD\"\n"
+             "    )\n"
+             "    return out\n",
+        references=(
+            Reference("FIA-C1: the layouts and the query rank each takes", f"{FIA}#fia-c1"),
+            Reference("FIA-C4: with BNSD, num_heads must equal the query's N axis", f"{FIA}#fia-c4"),
+            Reference("PFA-C1: PFA's layouts", f"{IFA_PFA}#pfa-c1"),
+        ),
+        no_fix="Whether the layout or the tensor is wrong is a judgement call: pass the layout the tensor has, "
+               "or transpose the tensor.",
     ),
     "KVL115": RuleDoc(
         what="Reports a tensor passed for a scalar `int` parameter of an operator (`num_heads`, `block_size`, "
@@ -369,7 +454,11 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL202": RuleDoc(
         what="Reports `sparse_mode` 2, 3 or 4 with a mask whose shape is known and is not (2048, 2048), "
-             "(1, 2048, 2048) or (1, 1, 2048, 2048), including a mask sized by the runtime sequence length.",
+             "(1, 2048, 2048) or (1, 1, 2048, 2048), including a mask sized by the runtime sequence length. "
+             "Not where the code proves a query of length 1 and no rope inputs are given (a `0:1` / `-1:` "
+             "slice or a size of 1 on the layout's sequence axis, or a branch on `max_query_len > 1` / "
+             "`q_len == 1`): the operator ignores `sparse_mode` then, and `(B, KV_S)` is a documented "
+             "decode mask.",
         why="Modes 2-4 take an optimized causal/band template of fixed size 2048x2048, not a full "
             "S1xS2 mask. Another shape raises at launch (\"CheckAttentionMask ... shape is ...\"); a mask "
             "built from the sequence length works only when that length happens to be 2048.",
@@ -384,6 +473,7 @@ DOCS: dict[str, RuleDoc] = {
         references=(
             Reference("FIA-C21: the mask shapes of modes 0 and 1", f"{FIA}#fia-c21"),
             Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
+            Reference("FIA-C26: Q_S = 1 without rope: sparse_mode has no effect", f"{FIA}#fia-c26"),
             gh("sgl-project/sglang", "PR", 25455, "[NPU] MiMo-V2-Flash Adaptation"),
             gh("vllm-project/vllm-ascend", "PR", 2962,
                "[Perf] Add new npu_fused_infer_attention_score op ... resolve long-seq mask problems"),
@@ -391,7 +481,12 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Replacing the mask changes what the code allocates and caches; the fix is shown above.",
     ),
     "KVL203": RuleDoc(
-        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None.",
+        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None. Not where the code "
+             "proves a query of length 1 (a `0:1` / `-1:` slice or a size of 1 on the layout's sequence axis, "
+             "or a branch on `max_query_len > 1` / `q_len == 1`): FIA and PFA without rope inputs ignore "
+             "`sparse_mode` then, and `npu_fusion_attention`'s full attention is what `sparse_mode=3` computes "
+             "for one query. Arguments travel together: a same-module caller's mask and causality flag "
+             "decide the callee's branches on them.",
         why="FIA and PFA raise for prefill when the mask these modes require is missing; "
             "`npu_fusion_attention` silently ignores `sparse_mode` without a mask and computes full, "
             "non-causal attention: every token sees the future.",
@@ -405,6 +500,7 @@ DOCS: dict[str, RuleDoc] = {
         references=(
             Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
             Reference("FIA-T6: mode and mask mismatches", f"{FIA}#fia-t6"),
+            Reference("FIA-C26: Q_S = 1 without rope: sparse_mode has no effect", f"{FIA}#fia-c26"),
             Reference("FA-T2: npu_fusion_attention without a mask computes full attention", f"{FA}#fa-t2"),
             gh("vllm-project/vllm-omni", "issue", 7322,
                "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
@@ -460,7 +556,9 @@ DOCS: dict[str, RuleDoc] = {
     "KVL206": RuleDoc(
         what="Reports top-left causal alignment over a KV cache: FIA/PFA `sparse_mode=2` in a call that "
              "also reads cached or paged KV (`block_table`, or KV lengths given separately), and "
-             "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache.",
+             "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache. Not where the "
+             "code proves a query of length 1 without rope inputs: FIA and PFA ignore the mode then, and one "
+             "query sees every cached key.",
         why="With P cached tokens and T new queries, query i sits at position P + i and must see keys up to "
             "P + i (bottom-right alignment). Top-left alignment lets it see only keys up to i, so most of "
             "the cache is hidden from every query: chunked prefill and prefix caching silently compute "
@@ -484,10 +582,38 @@ DOCS: dict[str, RuleDoc] = {
         ),
         no_fix="The rule is a warning: a call may never see a cache with more tokens than queries.",
     ),
+    "KVL207": RuleDoc(
+        what="Reports a function that takes a mask or causality parameter (`attention_mask`, `attn_mask`, "
+             "`mask`, `key_padding_mask`, `is_causal`, `causal`, ...), never reads it, and calls FIA, FIA v2, "
+             "IFA, PFA or `npu_fusion_attention` without `atten_mask`. Not reported: a parameter marked unused "
+             "(`_mask`, `del mask`, a docstring saying reserved or unused), a call that may pass the mask "
+             "through `**kwargs`, a causality flag where the code proves a query of length 1, and a mask "
+             "parameter where the call passes KV lengths (padding is cut by the lengths).",
+        why="The caller built the mask (the padding of a batch of images, a causal flag) and handed it over; "
+            "the function drops it and the operator attends every position. Padded patches or future tokens "
+            "leak into the result, with no error; the SDPA backend of the same signature usually honours the "
+            "argument, so only the NPU path is wrong.",
+        bad=_HEADER + "def encoder_attention(q, k, v, attention_mask, head_dim):\n"
+            "    return torch_npu.npu_prompt_flash_attention(\n"
+            "        q, k, v, num_heads=16, input_layout=\"BNSD\", scale_value=1 / math.sqrt(head_dim)\n    )\n",
+        good=_HEADER + "def encoder_attention(q, k, v, attention_mask, head_dim):\n"
+             "    return torch_npu.npu_prompt_flash_attention(\n"
+             "        q, k, v, num_heads=16, input_layout=\"BNSD\", scale_value=1 / math.sqrt(head_dim),\n"
+             "        atten_mask=attention_mask,\n    )\n",
+        references=(
+            Reference("FIA-C20: atten_mask marks the positions that are not computed", f"{FIA}#fia-c20"),
+            Reference("FA-T2: npu_fusion_attention without a mask computes full attention", f"{FA}#fa-t2"),
+            gh("vllm-project/vllm-omni", "issue", 7322,
+               "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
+        ),
+        no_fix="Building the mask needs to know what the parameter holds (padding, causal, additive).",
+    ),
     "KVL301": RuleDoc(
         what="Reports a value reaching `block_table` whose dtype is known and is not int32: "
              "`torch.arange(...)` (int64 by default), `torch.tensor(list_of_ints)`, `.long()`, "
-             "`dtype=torch.int64`. A later `.to(torch.int32)` or `.int()` makes it fine.",
+             "`dtype=torch.int64`. A later `.to(torch.int32)` or `.int()` makes it fine. Judged for FIA, FIA "
+             "v2, IFA, ATB's paged attention (`_npu_paged_attention`, its workspace query, `_splitfuse`, "
+             "`_splitfuse_v2`) and the sparse-attention kernels, which all document int32 block ids.",
         why="The paged-attention kernels read `block_table` as int32 block ids and do not validate them "
             "(\"block-id validity is currently not checked\"). An int64 table is rejected at launch or, "
             "read as int32, points at the wrong blocks.",
@@ -513,7 +639,7 @@ DOCS: dict[str, RuleDoc] = {
             "assigned once from it in the same function and used nowhere else.",
     ),
     "KVL302": RuleDoc(
-        what="Reports a call that passes `block_table` but no `block_size`.",
+        what="Reports a call that passes `block_table` but no `block_size`. " + SHAPE_TESTS,
         why="`block_size` defaults to 0, which means \"paged attention off\"; the kernel then reads the "
             "cache tensors with the wrong layout, or fails at launch.",
         bad=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
@@ -533,7 +659,8 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL303": RuleDoc(
         what="Reports a call that passes `block_table` but not the KV lengths (`actual_seq_lengths_kv` "
-             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA).",
+             "for FIA v1, `actual_seq_kvlen` for v2, `actual_seq_lengths` for IFA, `context_lens` for ATB's "
+             "paged attention, `actual_seq_lengths_key` / `_kv` for the sparse-attention kernels). " + SHAPE_TESTS,
         why="A block table says where each sequence's blocks are, not how many tokens are valid in them. "
             "The documentation requires the KV lengths in paged mode; without them the kernel fails or "
             "attends over every slot of every block, padding included.",
@@ -553,11 +680,16 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="The lengths are runtime data kvlint cannot see.",
     ),
     "KVL304": RuleDoc(
-        what="Reports a literal `block_size` that the documented constraints forbid: not a multiple of 16, "
-             "or above 512 on the non-MLA paths.",
-        why="The paged kernels tile the cache by block; the documented sizes are multiples of 16 (32 for "
-            "int8 KV, 128 for prefill) up to 512. Other sizes fail at launch with an aclnn error code, after "
-            "the model loaded.",
+        what="Reports a literal `block_size` that the documented table forbids, per path: FIA with a "
+             "TND-family layout (TND, NTD, TND_NTD, NTD_TND) or MLA rope inputs takes a multiple of 16 up to "
+             "1024; FIA with a query longer than 1, where the code proves it (a sequence axis longer than 1, "
+             "or a branch on `max_query_len > 1`), a multiple of 128 in [128, 512]; other FIA calls (decode, "
+             "or where the code proves neither) a multiple of 16 up to 512; IFA a multiple of 16 (its "
+             "documentation gives no maximum).",
+        why="The paged kernels tile the cache by block; the documented sizes depend on the branch the call "
+            "takes (decode, prefill, TND, MLA). Other sizes fail at launch with an aclnn error code, after "
+            "the model loaded. The int8-KV rule (a multiple of 32) is not checked: the KV dtype is rarely "
+            "visible at the call.",
         bad=_HEADER + "def decode(q, k_cache, v_cache, tables, kv_lens, head_dim):\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
@@ -570,7 +702,9 @@ DOCS: dict[str, RuleDoc] = {
             Reference("FIA-C36: block_size for Q_S > 1", f"{FIA}#fia-c36"),
             Reference("FIA-C37: block_size for Q_S = 1", f"{FIA}#fia-c37"),
             Reference("FIA-C38: block_size up to 1024 for TND without rope", f"{FIA}#fia-c38"),
-            Reference("Known gaps G21 and G22: what KVL304 cannot express", f"{CONSTRAINTS}#gap-21"),
+            Reference("FIA-C39: block_size up to 1024 for MLA", f"{FIA}#fia-c39"),
+            Reference("IFA-C12: IFA's block_size, no documented maximum", f"{IFA_PFA}#ifa-c12"),
+            Reference("Known gaps G21 and G22, which KVL304 now covers for literal sizes", f"{CONSTRAINTS}#gap-21"),
         ),
         no_fix="The block size must match the cache allocation.",
     ),
@@ -578,7 +712,10 @@ DOCS: dict[str, RuleDoc] = {
         what="Reports the runner's KV length variable (`kv_len`, `kv_lens`, `kv_seq_len`, `cache_len`, "
              "`cache_position`, `seq_lens`, or the names configured with `kv-len-names`) mutated inside an "
              "`nn.Module`'s `forward` path: augmented assignment, in-place tensor methods (`add_`, `copy_`, "
-             "...), item assignment, or rebinding from itself.",
+             "...), item assignment, or rebinding from itself. Lengths a layer owns are not reported: a "
+             "local read from a shape and advanced there (`kv_seq_len = key_states.shape[-2]`, then "
+             "`kv_seq_len += past_key_value.get_usable_length(...)`, as in HF attention), and the row of a "
+             "per-layer table picked by the layer's index (`self.seq_lens[layer_idx] += n`).",
         why="Every layer receives the same length. When one layer advances it, every following layer "
             "writes its cache one slot further and reads one slot more: the cache drifts layer by layer "
             "and the output degrades with no error. The runner, outside the layers, is the place to "
@@ -601,8 +738,9 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Moving the update to the runner changes the program's structure.",
     ),
     "KVL306": RuleDoc(
-        what="Reports the out-of-place `scatter_update(...)` / `npu_scatter_nd_update(...)` called as a bare "
-             "statement.",
+        what="Reports the out-of-place `scatter_update(...)` / `npu_scatter_nd_update(...)`, or a "
+             "`_functional` cache writer (`npu_scatter_pa_kv_cache_functional`, "
+             "`npu_kv_rmsnorm_rope_cache_v2_functional`), called as a bare statement.",
         why="These return an updated copy (the implementation clones its input) and leave the cache "
             "unchanged. The new keys and values are never written: decoding attends over stale cache "
             "entries without any error.",
@@ -620,11 +758,13 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="In-place update or assignment of the result: either is right, depending on the caller.",
     ),
     "KVL307": RuleDoc(
-        what="Reports key/value passed to FIA/IFA/PFA that are `repeat_interleave` (or `expand` + "
-             "`reshape`) copies of the KV heads.",
+        what="Reports key/value passed to FIA/IFA/PFA or ATB's attention that are `repeat_interleave` (or "
+             "`expand` + `reshape`) copies of the KV heads, with the line (and helper) where the repeat "
+             "happened, however many same-module helpers away.",
         why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
             "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
-            "the group size for nothing.",
+            "the group size for nothing. A call that also passes the KV head count as "
+            "`num_key_value_heads` now contradicts its own key and value, which have the query's head count.",
         bad=_HEADER + "def decode(q, key, value, head_dim):\n"
             "    key = key.repeat_interleave(4, dim=2)\n"
             "    value = value.repeat_interleave(4, dim=2)\n"
@@ -658,6 +798,37 @@ DOCS: dict[str, RuleDoc] = {
                "the unpacking of npu_kv_rmsnorm_rope_cache changed to four names (see KVC-T3)"),
         ),
         no_fix="Which names the code meant is a judgement call.",
+    ),
+    "KVL309": RuleDoc(
+        what="Reports cumulative lengths (`torch.cumsum(...)`, `x.cumsum(...)`, `numpy.cumsum`, or a value "
+             "named like `cu_seqlens`, `cu_q_lens`, `query_start_loc`) passed as the length arguments "
+             "(`actual_seq_lengths` / `actual_seq_lengths_kv`, v2 `actual_seq_qlen` / `actual_seq_kvlen`, "
+             "IFA `actual_seq_lengths`) of a call whose layout is not TND-family. Differences "
+             "(`cu[1:] - cu[:-1]`) are per-batch lengths and fine; query lengths of a query of length 1 are "
+             "ignored outside TND and not reported.",
+        why="TND layouts pack the batch along one axis and take running totals; the other layouts take one "
+            "length per batch. Running totals there are read as per-batch lengths: each batch after the first "
+            "claims the lengths of all before it and runs past its own end (padding or the next sequence is "
+            "attended), or the call raises when a length exceeds S. Code that serves both layouts from one "
+            "metadata object is where this happens.",
+        bad=_HEADER + "def prefill(q, k, v, cu_seqlens, head_dim):\n"
+            "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\",\n"
+            "        actual_seq_lengths=cu_seqlens[1:], actual_seq_lengths_kv=cu_seqlens[1:],\n    )\n"
+            "    return out\n",
+        good=_HEADER + "def prefill(q, k, v, cu_seqlens, head_dim):\n"
+             "    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()\n"
+             "    out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSND\",\n"
+             "        actual_seq_lengths=lengths, actual_seq_lengths_kv=lengths,\n    )\n"
+             "    return out\n",
+        references=(
+            Reference("FIA-C13: outside TND the length lists hold per-batch lengths", f"{FIA}#fia-c13"),
+            Reference("FIA-C14: TND needs both length lists, each cumulative", f"{FIA}#fia-c14"),
+            Reference("FIA-C18: Q_S = 1 outside TND: the query lengths have no effect", f"{FIA}#fia-c18"),
+            Reference("PFA-C8 and PFA-C9: PFA's lengths, cumulative in TND only", f"{IFA_PFA}#pfa-c8"),
+        ),
+        no_fix="Whether to convert the lengths or to switch to TND depends on how the tensors are packed.",
     ),
 }
 

@@ -28,8 +28,11 @@ from kvlint.checks.kv_cache import (
     check_paged_without_kv_lengths,
     check_scatter_result_discarded,
 )
+from kvlint.checks.layouts import check_layout_axes
+from kvlint.checks.lengths import check_cumulative_lengths_non_tnd
 from kvlint.checks.masks import (
     check_additive_mask_in_pse,
+    check_atten_mask_dropped,
     check_atten_mask_dtype,
     check_atten_mask_polarity,
     check_atten_mask_shape,
@@ -37,7 +40,12 @@ from kvlint.checks.masks import (
     check_sdpa_causal_over_cache,
     check_sparse_mode_needs_mask,
 )
-from kvlint.checks.signature import check_positional_args, check_unknown_keyword, check_version_mix
+from kvlint.checks.signature import (
+    check_positional_args,
+    check_unknown_keyword,
+    check_unknown_operator,
+    check_version_mix,
+)
 
 CALL_CHECKS = (
     check_unknown_keyword,
@@ -51,6 +59,7 @@ CALL_CHECKS = (
     check_gqa_heads,
     check_seq_lengths_kv_habit,
     check_tnd_missing_lengths,
+    check_layout_axes,
     check_tensor_int_argument,
     check_atten_mask_dtype,
     check_atten_mask_shape,
@@ -58,6 +67,7 @@ CALL_CHECKS = (
     check_atten_mask_polarity,
     check_additive_mask_in_pse,
     check_causal_top_left_with_cache,
+    check_atten_mask_dropped,
     check_block_table_dtype,
     check_block_size_missing,
     check_paged_without_kv_lengths,
@@ -65,8 +75,10 @@ CALL_CHECKS = (
     check_scatter_result_discarded,
     check_kv_repeat,
     check_kv_rmsnorm_unpack,
+    check_cumulative_lengths_non_tnd,
 )
 MODULE_CHECKS = (
     check_sdpa_causal_over_cache,
     check_kv_len_mutated_in_layer,
+    check_unknown_operator,
 )

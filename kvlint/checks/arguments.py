@@ -17,20 +17,26 @@ from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import literal
 from kvlint.analysis.facts import FLOAT_DTYPES
 from kvlint.analysis.finding import Issue
+from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
     FA,
     FA_LAYOUTS,
     FIA,
     FIA_V1,
     INFERENCE_ATTENTION,
+    KV_HEADS_PARAM,
+    KV_LAYOUT_PARAM,
     KV_LENGTHS_PARAM,
     LAYOUTS,
     LENGTH_LAYOUTS,
     MAX_GQA_RATIO,
     NUM_HEADS_PARAM,
+    QUERY_LAYOUT_PARAM,
     QUERY_LENGTHS_PARAM,
     ROPE_ONLY_SPARSE_MODES,
     SCALE_PARAM,
+    SPARSE_ATTENTION_LAYOUTS,
+    SPARSE_MODES,
 )
 
 _ANY_SCALE = frozenset(SCALE_PARAM.values())
@@ -48,6 +54,8 @@ def check_default_scale(site: CallSite) -> Iterator[Issue]:
     """KVL104: the scale defaults to 1.0, not 1/sqrt(head_dim); softmax then saturates silently."""
     if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_SCALE & site.keywords.keys():
         return
+    if computes_no_numbers(site):
+        return
     param = SCALE_PARAM[site.name]
     yield Issue("KVL104", site.call,
                 f"{site.name} called without '{param}': the default is 1.0, not 1/sqrt(head_dim); "
@@ -58,53 +66,55 @@ def check_default_num_heads(site: CallSite) -> Iterator[Issue]:
     """KVL105: the query head count defaults to 1, which reads a BSH hidden axis as one huge head."""
     if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_NUM_HEADS & site.keywords.keys():
         return
+    if computes_no_numbers(site):
+        return
     param = NUM_HEADS_PARAM[site.name]
     yield Issue("KVL105", site.call,
                 f"{site.name} called without '{param}': the default is 1; pass the number of query heads")
 
 
 def check_invalid_layout(site: CallSite) -> Iterator[Issue]:
-    """KVL106: an input_layout outside the accepted set raises (FIA/IFA/PFA compare case-sensitively)."""
-    value = literal(site.argument("input_layout"))
-    if not isinstance(value, str):
-        return
-    if site.name == FA:
-        accepted = FA_LAYOUTS
-        ok = value.upper() in accepted
-    elif site.name in LAYOUTS:
-        accepted = LAYOUTS[site.name]
-        ok = value in accepted
+    """KVL106: a layout outside the accepted set raises (FIA/IFA/PFA compare case-sensitively; the
+    sparse-attention kernels have a query and a key layout of their own)."""
+    role = site.role
+    if role == FA:
+        checked = [("input_layout", FA_LAYOUTS, "")]
+    elif role in LAYOUTS:
+        checked = [("input_layout", LAYOUTS[role], " (case-sensitive)")]
     else:
-        return
-    if ok:
-        return
-    hint = f"use '{value.upper()}'" if value.upper() in accepted else "use one of " + ", ".join(sorted(accepted))
-    yield Issue("KVL106", _anchor(site, "input_layout"),
-                f"input_layout '{value}' is not accepted by {site.name} (case-sensitive); {hint}")
+        checked = [(param, SPARSE_ATTENTION_LAYOUTS[param], "")
+                   for param in (QUERY_LAYOUT_PARAM.get(role), KV_LAYOUT_PARAM.get(role)) if param]
+    for param, accepted, case in checked:
+        value = literal(site.argument(param))
+        if not isinstance(value, str) or (value.upper() if role == FA else value) in accepted:
+            continue
+        hint = f"use '{value.upper()}'" if value.upper() in accepted else "use one of " + ", ".join(sorted(accepted))
+        yield Issue("KVL106", _anchor(site, param), f"{param} '{value}' is not accepted by {site.name}{case}; {hint}")
 
 
 def check_invalid_sparse_mode(site: CallSite) -> Iterator[Issue]:
-    """KVL107: FIA accepts sparse_mode 0-4 (9 only for MLA with both rope inputs), PFA 0-4; 5-8 are
-    documented as not implemented and raise for prefill."""
-    if site.name not in FIA and site.name != "npu_prompt_flash_attention":
-        return
+    """KVL107: FIA accepts sparse_mode 0-4 (9 only for MLA with both rope inputs), PFA 0-4, the
+    sparse-attention kernels 0 and 3; FIA's 5-8 are documented as not implemented and raise for prefill."""
+    role = site.role
+    accepted = SPARSE_MODES.get(role)
     value = literal(site.argument("sparse_mode"))
-    if not isinstance(value, int) or isinstance(value, bool) or value in range(5):
+    if accepted is None or not isinstance(value, int) or isinstance(value, bool) or value in accepted:
         return
     has_rope = site.argument("query_rope") is not None and site.argument("key_rope") is not None
-    if site.name in FIA and value in ROPE_ONLY_SPARSE_MODES:
+    if role in FIA and value in ROPE_ONLY_SPARSE_MODES:
         if has_rope or site.open_ended:
             return
         message = f"sparse_mode={value} (treeMask) needs query_rope and key_rope in {site.name}"
     else:
-        accepted = "0-4, and 9 only with query_rope/key_rope" if site.name in FIA else "0-4"
-        message = f"sparse_mode={value} is not accepted by {site.name} ({accepted})"
+        listed = ("0-4, and 9 only with query_rope/key_rope" if role in FIA
+                  else "0-4" if accepted == frozenset(range(5)) else " and ".join(map(str, sorted(accepted))))
+        message = f"sparse_mode={value} is not accepted by {site.name} ({listed})"
     yield Issue("KVL107", _anchor(site, "sparse_mode"), message)
 
 
 def check_rope_pair(site: CallSite) -> Iterator[Issue]:
     """KVL108: MLA needs query_rope and key_rope together; one alone is rejected or misread."""
-    if site.name not in FIA:
+    if site.role not in FIA:
         return
     for given, missing in (("query_rope", "key_rope"), ("key_rope", "query_rope")):
         if site.argument(given) is not None and site.absent(missing):
@@ -113,22 +123,34 @@ def check_rope_pair(site: CallSite) -> Iterator[Issue]:
 
 
 def check_gqa_heads(site: CallSite) -> Iterator[Issue]:
-    """KVL109: query heads must be a multiple of KV heads, at most 64 times as many."""
-    if site.name not in INFERENCE_ATTENTION:
+    """KVL109: query heads must be a multiple of KV heads; FIA/IFA/PFA take at most 64 per KV head. ATB's
+    paged operators take ``num_kv_heads, num_heads`` in that order, its flash operators the other way round:
+    a call copied from one to the other swaps them (ATB-T2)."""
+    role = site.role
+    if role not in KV_HEADS_PARAM:
         return
-    param = NUM_HEADS_PARAM[site.name]
+    param, kv_param = NUM_HEADS_PARAM[role], KV_HEADS_PARAM[role]
     heads = literal(site.argument(param))
-    kv_heads = literal(site.argument("num_key_value_heads"))
+    kv_heads = literal(site.argument(kv_param))
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (heads, kv_heads)) or kv_heads <= 0:
         return
     if heads % kv_heads:
-        message = f"{param}={heads} is not divisible by num_key_value_heads={kv_heads}"
-    elif heads // kv_heads > MAX_GQA_RATIO:
-        message = (f"{param}={heads} / num_key_value_heads={kv_heads} = {heads // kv_heads}: "
+        message = f"{param}={heads} is not divisible by {kv_param}={kv_heads}" + _head_order(site, param, kv_param)
+    elif role in INFERENCE_ATTENTION and heads // kv_heads > MAX_GQA_RATIO:
+        message = (f"{param}={heads} / {kv_param}={kv_heads} = {heads // kv_heads}: "
                    f"the operator supports at most {MAX_GQA_RATIO} query heads per KV head")
     else:
         return
-    yield Issue("KVL109", _anchor(site, "num_key_value_heads"), message)
+    yield Issue("KVL109", _anchor(site, kv_param), message)
+
+
+def _head_order(site: CallSite, param: str, kv_param: str) -> str:
+    """The positional order of the two head counts, when the call passes both by position."""
+    names = [p.name for p in site.operator.positional[:len(site.positional)]]
+    if param not in names or kv_param not in names:
+        return ""
+    first, second = sorted((param, kv_param), key=names.index)
+    return f" ({site.name} takes {first} before {second}: are they swapped?)"
 
 
 def _terminal_name(expr: nodes.NodeNG) -> str | None:
@@ -159,23 +181,38 @@ def check_seq_lengths_kv_habit(site: CallSite) -> Iterator[Issue]:
 
 def check_tnd_missing_lengths(site: CallSite) -> Iterator[Issue]:
     """KVL111: the TND/NTD layouts pack sequences; without both cumulative length lists the operator
-    cannot tell where one sequence ends."""
-    layout = literal(site.argument("input_layout"))
-    if not isinstance(layout, str) or site.open_ended:
+    cannot tell where one sequence ends. The sparse-attention kernels need the lengths of each TND side."""
+    if site.open_ended:
         return
-    if site.name == FA:
+    role = site.role
+    if role in QUERY_LAYOUT_PARAM:
+        yield from _sparse_tnd_missing_lengths(site, role)
+        return
+    layout = literal(site.argument("input_layout"))
+    if not isinstance(layout, str):
+        return
+    if role == FA:
         if layout.upper() != "TND":
             return
         needed = ("actual_seq_qlen", "actual_seq_kvlen")
-    elif site.name in QUERY_LENGTHS_PARAM and layout in LENGTH_LAYOUTS:
-        needed = (QUERY_LENGTHS_PARAM[site.name], KV_LENGTHS_PARAM[site.name])
+    elif role in QUERY_LENGTHS_PARAM and layout in LENGTH_LAYOUTS:
+        needed = (QUERY_LENGTHS_PARAM[role], KV_LENGTHS_PARAM[role])
     else:
         return
     missing = [name for name in needed if site.absent(name)]
-    if missing:
+    if missing and not computes_no_numbers(site):
         yield Issue("KVL111", _anchor(site, "input_layout"),
                     f"input_layout '{layout}' needs both {needed[0]} and {needed[1]} (cumulative lengths); "
                     f"missing: {', '.join(missing)}")
+
+
+def _sparse_tnd_missing_lengths(site: CallSite, role: str) -> Iterator[Issue]:
+    for layout_param, lengths_param in ((QUERY_LAYOUT_PARAM[role], QUERY_LENGTHS_PARAM[role]),
+                                        (KV_LAYOUT_PARAM[role], KV_LENGTHS_PARAM[role])):
+        if literal(site.argument(layout_param)) == "TND" and site.absent(lengths_param):
+            yield Issue("KVL111", _anchor(site, layout_param),
+                        f"{layout_param} 'TND' needs {lengths_param} (cumulative lengths, an int32 tensor); "
+                        f"{site.name} cannot tell where one sequence ends without it")
 
 
 INT_TYPES = frozenset({"int", "SymInt", "int?", "SymInt?"})

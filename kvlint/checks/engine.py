@@ -36,6 +36,24 @@ def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTIN
     return sorted({issue.at(path) for issue in issues})
 
 
+class Unanalysable(Exception):
+    """Valid Python that kvlint cannot analyse: nested deeper than astroid's recursion limit (a
+    generated 2,500-term sum). CPython runs such a file, so it is no KVL000: the front-ends skip it with
+    a warning naming the file."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path}: skipped: valid Python nested deeper than kvlint's parser can follow")
+
+
+def cpython_refusal(source: str | bytes, path: str) -> str | None:
+    """Why CPython refuses to compile the file (as ``import`` would), or None when it compiles."""
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
 def syntax_error(path: str, line: int, column: int, reason: str) -> Finding:
     line = max(line, 1)
     return Finding(path, line, column, line, column, "KVL000", f"cannot parse the file: {reason}")
@@ -57,17 +75,29 @@ class _OwnTextBuilder(AstroidBuilder):
                 super().delayed_assattr(node)
 
 
+def build_tree(source: str, path: str) -> nodes.Module:
+    """The file's astroid tree as the engine builds it, from the file alone (raises ``AstroidSyntaxError``)."""
+    return _OwnTextBuilder(MANAGER, apply_transforms=False).string_build(source, path=path)
+
+
 def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
-    """Lint one file's text. A file that does not parse gives one KVL000 finding."""
+    """Lint one file's text. A file that does not parse gives one KVL000 finding; valid code astroid cannot
+    build or kvlint cannot walk raises Unanalysable."""
     if not may_have_findings(source, settings):
         return []
     try:
-        module = _OwnTextBuilder(MANAGER, apply_transforms=False).string_build(source, path=path)
+        module = build_tree(source, path)
     except AstroidSyntaxError as error:
         cause = error.error
         line = getattr(cause, "lineno", None) or 1
         column = max((getattr(cause, "offset", None) or 1) - 1, 0)
         return [syntax_error(path, line, column, getattr(cause, "msg", None) or str(cause) or type(cause).__name__)]
     except (RecursionError, MemoryError, ValueError) as error:
-        return [syntax_error(path, 1, 0, f"{type(error).__name__}: {error}")]
-    return analyze(module, path, settings)
+        refusal = cpython_refusal(source, path)
+        if refusal is None:
+            raise Unanalysable(path) from error
+        return [syntax_error(path, 1, 0, refusal)]
+    try:
+        return analyze(module, path, settings)
+    except RecursionError as error:
+        raise Unanalysable(path) from error

@@ -7,31 +7,38 @@ discarded and undeclared writes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.evaluate import literal
 from kvlint.analysis.facts import KV_REPEAT
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, OUTER, UNKNOWN, Param, Path, reaching_definitions
 from kvlint.analysis.names import is_self, qualified_name
+from kvlint.analysis.query_length import SEVERAL, query_lengths
 from kvlint.analysis.settings import Settings
+from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
-    FIA,
     IFA,
-    INFERENCE_ATTENTION,
+    IN_PLACE_FORM,
+    KV_HEADS_PARAM,
     KV_LENGTHS_PARAM,
     KV_RMSNORM_OUTPUTS,
+    NUM_HEADS_PARAM,
     OUT_OF_PLACE_SCATTER,
+    PAGED_OPERATORS,
 )
 
-PAGED_OPERATORS = FIA | {IFA}
-"""Operators that take block_table / block_size."""
 BLOCK_ALIGNMENT = 16
+PREFILL_BLOCK_ALIGNMENT = 128
 MAX_BLOCK_SIZE = 512
 MAX_MLA_BLOCK_SIZE = 1024
 NN_MODULE = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+LAYER_INDEX = re.compile(r"^(layer|layer_?(idx|id|index|num|number|no|i))$", re.IGNORECASE)
+"""Names of a layer's index: ``layer_idx``, ``self.layer_id``, ``layer_number``."""
 _SCOPES = (nodes.FunctionDef, nodes.ClassDef, nodes.Lambda)
 
 
@@ -45,8 +52,9 @@ def _block_table_paths(site: CallSite) -> Iterator[Path]:
 
 
 def check_block_table_dtype(site: CallSite) -> Iterator[Issue]:
-    """KVL301: block_table is read as int32 block ids; an int64 table (``torch.arange`` and
-    ``torch.tensor`` of ints default to int64) is not validated and addresses the wrong blocks."""
+    """KVL301: block_table is read as int32 block ids (FIA, IFA, ATB's paged attention, the sparse-attention
+    kernels); an int64 table (``torch.arange`` and ``torch.tensor`` of ints default to int64) is not
+    validated and addresses the wrong blocks."""
     if site.name not in PAGED_OPERATORS:
         return
     for alt in site.values("block_table"):
@@ -66,7 +74,8 @@ def check_block_size_missing(site: CallSite) -> Iterator[Issue]:
     describe any cache."""
     for path in _block_table_paths(site):
         sizes = site.values("block_size", path)
-        if any(alt.value.const == 0 and not isinstance(alt.value.const, bool) for alt in sizes):
+        if any(alt.value.const == 0 and not isinstance(alt.value.const, bool) for alt in sizes) and (
+                not computes_no_numbers(site)):
             given = "block_size=0" if site.argument("block_size") is not None else "no block_size (default 0)"
             yield Issue("KVL302", site.anchor("block_size") if site.argument("block_size") else site.call,
                         f"block_table given with {given}: pass the cache's block size (block_size=128)")
@@ -81,38 +90,64 @@ def check_paged_without_kv_lengths(site: CallSite) -> Iterator[Issue]:
     if param is None:
         return
     for path in _block_table_paths(site):
-        if any(alt.value.is_none for alt in site.values(param, path)):
+        if any(alt.value.is_none for alt in site.values(param, path)) and not computes_no_numbers(site):
             yield Issue("KVL303", site.anchor("block_table"),
                         f"block_table given without the KV lengths: pass {param}=<per-batch KV lengths>"
                         + (" (the KV lengths in IFA)" if site.name == IFA else ""))
             return
 
 
-def _block_size_problem(size: int, mla: bool) -> str | None:
-    limit = MAX_MLA_BLOCK_SIZE if mla else MAX_BLOCK_SIZE
-    if size < 0:
-        return "is negative"
-    if size % BLOCK_ALIGNMENT:
-        return f"is not a multiple of {BLOCK_ALIGNMENT}"
-    if size > limit:
-        return f"is above {limit}" + ("" if mla else " (the limit outside MLA)")
-    return None
+TND_QUERY_LAYOUTS = frozenset({"TND", "NTD"})
+"""Query parts of the TND-family layouts (``TND``, ``TND_NTD``, ``NTD``, ``NTD_TND``)."""
+
+
+def _block_size_limits(site: CallSite, path: Path) -> list[tuple[int, int, int, str, Path]]:
+    """The documented block sizes on each path: (multiple, minimum, maximum, which rule, path).
+
+    FIA (docs/operators/fused_infer_attention.md#fia-c36 .. #fia-c39): TND-family layouts and MLA rope inputs
+    take a multiple of 16 up to 1024; otherwise a query longer than 1 takes a multiple of 128 in [128, 512]
+    and decode a multiple of 16 up to 512, which is also the rule where the code proves neither. IFA
+    (docs/operators/incre_prompt_flash_attention.md#ifa-c12): a multiple of 16, no documented maximum.
+    """
+    if site.name == IFA:
+        return [(BLOCK_ALIGNMENT, BLOCK_ALIGNMENT, 0, "", path)]
+    rope = site.argument("query_rope") is not None and any(
+        not alt.value.is_none for alt in site.values("query_rope", path))
+    limits = []
+    for layout in site.values("input_layout", path):
+        name = layout.value.const
+        query_layout = name.split("_")[0] if isinstance(name, str) else None
+        if rope or query_layout in TND_QUERY_LAYOUTS:
+            reason = "with MLA rope inputs" if rope else f"with the {name} layout"
+            limits.append((BLOCK_ALIGNMENT, BLOCK_ALIGNMENT, MAX_MLA_BLOCK_SIZE, reason, layout.path))
+            continue
+        for length, reached in query_lengths(site, layout.path):
+            if length == SEVERAL:
+                limits.append((PREFILL_BLOCK_ALIGNMENT, PREFILL_BLOCK_ALIGNMENT, MAX_BLOCK_SIZE,
+                               "for a query longer than 1 (which the code proves here)", reached))
+            else:
+                limits.append((BLOCK_ALIGNMENT, BLOCK_ALIGNMENT, MAX_BLOCK_SIZE,
+                               "outside TND and MLA (up to 1024 there)", reached))
+    return limits
 
 
 def check_block_size_invalid(site: CallSite) -> Iterator[Issue]:
-    """KVL304: documented block sizes: a multiple of 16 (32 for int8 KV), at most 512 outside MLA
-    (MLA D=512: multiple of 16, at most 1024); 128 is the recommended size."""
-    mla = site.argument("query_rope") is not None
+    """KVL304: the documented block sizes: FIA with a TND-family layout or MLA rope inputs a multiple of 16 up
+    to 1024; FIA with a query longer than 1 a multiple of 128 in [128, 512]; FIA decode a multiple of 16 up to
+    512 (32 for int8 KV); IFA a multiple of 16. 128 is the recommended size."""
     for path in _block_table_paths(site):
         for alt in site.values("block_size", path):
             size = alt.value.const
             if not isinstance(size, int) or isinstance(size, bool) or size == 0:
                 continue
-            problem = _block_size_problem(size, mla)
-            if problem is not None:
+            for multiple, low, high, reason, _ in _block_size_limits(site, alt.path):
+                if size % multiple == 0 and size >= low and (not high or size <= high):
+                    continue
+                bounds = f" in [{low}, {high}]" if low > BLOCK_ALIGNMENT else (f" up to {high}" if high else "")
+                took = f"a multiple of {multiple}{bounds}"
                 yield Issue("KVL304", site.anchor("block_size"),
-                            f"block_size={size} {problem}: {site.name} takes a multiple of {BLOCK_ALIGNMENT} "
-                            f"up to {MAX_MLA_BLOCK_SIZE if mla else MAX_BLOCK_SIZE} (128 recommended)")
+                            f"block_size={size} is not {took}, the block sizes {site.name} takes"
+                            f"{' ' + reason if reason else ''}: use 128")
                 return
 
 
@@ -121,8 +156,9 @@ def _never_read(name: str, frame: nodes.NodeNG) -> bool:
 
 
 def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
-    """KVL306: out-of-place ``scatter_update`` / ``npu_scatter_nd_update`` return an updated copy and leave
-    the cache unchanged; a bare call (or a result nobody reads) writes nothing."""
+    """KVL306: out-of-place ``scatter_update`` / ``npu_scatter_nd_update`` (and the ``_functional`` cache
+    writers) return an updated copy and leave the cache unchanged; a bare call (or a result nobody reads)
+    writes nothing."""
     if site.name not in OUT_OF_PLACE_SCATTER:
         return
     parent = site.call.parent
@@ -133,19 +169,41 @@ def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
     if discarded:
         yield Issue("KVL306", site.call,
                     f"{site.name} returns an updated copy and leaves the cache unchanged, and the result is "
-                    f"discarded: call {site.name}_ to write in place, or assign the result back to the cache")
+                    f"discarded: call {IN_PLACE_FORM[site.name]} to write in place, or assign the result back "
+                    "to the cache")
+
+
+def _repeated_at(repeat: nodes.NodeNG | None, site: CallSite) -> str:
+    """`` (repeated at line N, in helper())`` when the repeat is away from the call."""
+    if repeat is None or repeat.lineno is None or repeat.lineno == site.call.lineno:
+        return ""
+    frame = repeat.frame()
+    inside = f", in {frame.name}()" if isinstance(frame, nodes.FunctionDef) and frame is not site.call.frame() else ""
+    return f" (repeated at line {repeat.lineno}{inside})"
 
 
 def check_kv_repeat(site: CallSite) -> Iterator[Issue]:
-    """KVL307: FIA/IFA/PFA take KV with fewer heads (GQA) through num_key_value_heads; repeating the KV heads
-    to the query head count first copies the cache (memory, bandwidth) for nothing."""
-    if site.name not in INFERENCE_ATTENTION:
+    """KVL307: FIA/IFA/PFA (num_key_value_heads) and ATB's attention (num_kv_heads) take KV with fewer
+    heads (GQA); repeating the KV heads to the query head count first copies the cache (memory, bandwidth)
+    for nothing, and a KV-heads argument that still gives the KV head count then contradicts the repeated
+    tensor."""
+    if site.name not in KV_HEADS_PARAM:
         return
+    kv_heads = site.argument(KV_HEADS_PARAM[site.name])
+    heads = site.argument(NUM_HEADS_PARAM[site.name])
+    contradicts = kv_heads is not None and (heads is None or kv_heads.as_string() != heads.as_string()) and (
+        literal(kv_heads) != 0)
     for name in ("key", "value"):
-        if any(alt.value.has(KV_REPEAT) for alt in site.values(name)):
-            yield Issue("KVL307", site.anchor(name),
-                        f"{name} is a repeat_interleave / expand+reshape copy of the KV heads: {site.name} "
-                        "handles GQA itself; pass the KV tensor as it is with num_key_value_heads=<KV heads>")
+        repeated = [alt.value for alt in site.values(name) if alt.value.has(KV_REPEAT)]
+        if not repeated:
+            continue
+        where = _repeated_at(repeated[0].origin, site)
+        consequence = (f"; {KV_HEADS_PARAM[site.name]}={kv_heads.as_string()} now contradicts the repeated tensor, "
+                       "which has the query's head count" if contradicts else "")
+        yield Issue("KVL307", site.anchor(name),
+                    f"{name} is a repeat_interleave / expand+reshape copy of the KV heads{where}: {site.name} "
+                    f"handles GQA itself{consequence}; pass the KV tensor before the repeat with "
+                    f"{KV_HEADS_PARAM[site.name]}=<KV heads>")
 
 
 def _unpacking_targets(site: CallSite) -> Iterator[nodes.Tuple | nodes.List]:
@@ -238,9 +296,10 @@ class _Tracked:
         self.names = names
 
     def name_of(self, expr: nodes.NodeNG) -> str | None:
-        """The tracked name ``expr`` refers to (``kv_len``, ``self.kv_len``, ``meta.kv_len[i]``), or None."""
+        """The tracked name ``expr`` refers to (``kv_len``, ``self.kv_len``, ``meta.kv_len[i]``), or None.
+        A row of a per-layer table (``self.seq_lens[layer_idx]``) is that layer's own bookkeeping."""
         if isinstance(expr, nodes.Subscript):
-            return self.name_of(expr.value)
+            return None if _layer_row(expr) else self.name_of(expr.value)
         if isinstance(expr, (nodes.Attribute, nodes.AssignAttr)) and expr.attrname in self.names:
             return expr.as_string()
         if isinstance(expr, (nodes.Name, nodes.AssignName)) and expr.name in self.names and _shared(expr):
@@ -248,15 +307,32 @@ class _Tracked:
         return None
 
 
+def _layer_row(expr: nodes.Subscript) -> bool:
+    """``table[layer_idx]`` or ``table[layer_idx, i]``: indexed first by the layer's index."""
+    index = expr.slice.elts[0] if isinstance(expr.slice, nodes.Tuple) and expr.slice.elts else expr.slice
+    name = index.attrname if isinstance(index, nodes.Attribute) else getattr(index, "name", None)
+    return isinstance(name, str) and bool(LAYER_INDEX.match(name))
+
+
+def _size_read(expr: nodes.NodeNG) -> bool:
+    """``x.shape[-2]`` or ``x.size(1)``: a Python int, which ``+=`` rebinds instead of changing in place."""
+    if isinstance(expr, nodes.Subscript):
+        expr = expr.value
+        return isinstance(expr, nodes.Attribute) and expr.attrname == "shape"
+    return isinstance(expr, nodes.Call) and isinstance(expr.func, nodes.Attribute) and expr.func.attrname == "size"
+
+
 def _shared(name: nodes.Name | nodes.AssignName) -> bool:
     """True when a local name still refers to what the caller passed (a parameter, a global, or an alias of
-    an attribute or item), not to a value the method computed itself."""
+    an attribute or item), not to a value the method computed itself (a size it read from a tensor's
+    shape is its own: ``kv_seq_len = key_states.shape[-2]``, then ``+=``, as in HF attention)."""
     for definition, _ in reaching_definitions(name.name, name, EMPTY):
         if isinstance(definition, Param) or definition is OUTER:
             return True
         if isinstance(definition, nodes.AssignName):
             statement = definition.parent
-            if isinstance(statement, nodes.Assign) and isinstance(statement.value, (nodes.Attribute, nodes.Subscript)):
+            if (isinstance(statement, nodes.Assign) and isinstance(statement.value, (nodes.Attribute, nodes.Subscript))
+                    and not _size_read(statement.value)):
                 return True
         if definition is UNKNOWN and _parameter_only_augmented(name):
             return True

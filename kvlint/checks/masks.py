@@ -7,16 +7,19 @@ to #fia-c26, docs/semantics.md#sem-4 and #sem-8).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from astroid import nodes
 
+from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
+from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
@@ -81,36 +84,50 @@ def check_atten_mask_dtype(site: CallSite) -> Iterator[Issue]:
 
 
 def _shape_problem(shape: tuple[Dim, ...]) -> str | None:
-    """Why a mask shape is not the 2048 template, or None when it is (or may be)."""
+    """What is wrong with a mask shape for the 2048 template (``has shape (bsz, kv_len), sized at run
+    time``), or None when it is (or may be) the template."""
     text = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
     if len(shape) not in (2, 3, 4):
         return f"has shape {text}"
     leading, square = shape[:-2], shape[-2:]
-    runtime = [d for d in square if isinstance(d, str)]
-    if runtime:
-        return f"is sized at run time {text}, which is only right when {runtime[0]} happens to be {TEMPLATE}"
+    if any(isinstance(d, str) for d in square):
+        return f"has shape {text}, sized at run time"
     if any(d is not None and d != TEMPLATE for d in square) or any(d is not None and d != 1 for d in leading):
         return f"has shape {text}"
     return None
 
 
+def _mode_ignored(site: CallSite, mode: int, path: Path) -> bool:
+    """True when the mode does not matter on ``path``: FIA and PFA ignore ``sparse_mode`` when every query
+    has length 1 and no rope inputs are given (docs/operators/fused_infer_attention.md#fia-c26); without a
+    mask ``npu_fusion_attention`` computes full attention, which is bottom-right causal (mode 3) then."""
+    if site.name == FA:
+        if mode != 3:
+            return False
+    elif site.name not in SPARSE_OPERATORS or (site.operator.param("query_rope") is not None and any(
+            not alt.value.is_none for alt in site.values("query_rope", path))):
+        return False
+    return all(length == ONE for length, _ in query_lengths(site, path))
+
+
 def check_atten_mask_shape(site: CallSite) -> Iterator[Issue]:
     """KVL202: for sparse_mode 2, 3 and 4 the mask is a compressed template of fixed shape (2048, 2048),
     (1, 2048, 2048) or (1, 1, 2048, 2048); the operator builds the real geometry from the lengths. A mask
-    of the sequence's size is rejected or misread as soon as the sequence is not 2048 long."""
+    of the sequence's size is rejected or misread as soon as the sequence is not 2048 long. With a query of
+    length 1 (and no rope) the mode is ignored and ``(B, KV_S)`` is a documented mask."""
     if site.name not in SPARSE_OPERATORS:
         return
     for mode, path in _modes(site, TEMPLATE_MODES):
         for alt in site.values("atten_mask", path):
-            if not alt.value.tensor or alt.value.shape is None:
+            if not alt.value.tensor or split(alt.value.shape)[1] is None or _mode_ignored(site, mode, alt.path):
                 continue
             problem = _shape_problem(alt.value.shape)
             if problem is None:
                 continue
             yield Issue("KVL202", site.anchor("atten_mask"),
-                        f"sparse_mode={mode} takes the fixed {TEMPLATE}x{TEMPLATE} template mask "
-                        f"((2048, 2048), (1, 2048, 2048) or (1, 1, 2048, 2048)); this mask"
-                        f"{_built_at(alt.value, site.call.lineno)} {problem}: build "
+                        f"this mask{_built_at(alt.value, site.call.lineno)} {problem}, but sparse_mode={mode} "
+                        f"takes the fixed {TEMPLATE}x{TEMPLATE} template ((2048, 2048), (1, 2048, 2048) or "
+                        "(1, 1, 2048, 2048)) whatever the sequence lengths: build "
                         "torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1) once and pass it")
             return
 
@@ -121,10 +138,15 @@ def check_sparse_mode_needs_mask(site: CallSite) -> Iterator[Issue]:
     if site.name not in SPARSE_OPERATORS and site.name != FA:
         return
     for mode, path in _modes(site, MODES_NEEDING_MASK):
-        if not any(alt.value.is_none for alt in site.values("atten_mask", path)):
+        if not any(alt.value.is_none and not _mode_ignored(site, mode, alt.path)
+                   for alt in site.values("atten_mask", path)):
             continue
-        consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal attention"
-                       if site.name == FA else f"{site.name} raises for prefill")
+        if site.name == FA:
+            consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal attention "
+                           "(the same as sparse_mode=3 only for a query of length 1, which the code does not prove)")
+        else:
+            consequence = (f"{site.name} raises for prefill (it ignores sparse_mode only for a query of length 1 "
+                           "without rope inputs, which the code does not prove here)")
         yield Issue("KVL203", site.anchor("sparse_mode"),
                     f"sparse_mode={mode} with no atten_mask on this path: {consequence}; pass the "
                     f"{TEMPLATE}x{TEMPLATE} mask torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)")
@@ -185,11 +207,69 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
         return
     for mode, path in _modes(site, frozenset({TOP_LEFT_CAUSAL})):
         reason = _reads_cache(site, path)
-        if reason is not None:
+        if reason is not None and not _mode_ignored(site, mode, path):
             yield Issue("KVL206", site.anchor("sparse_mode"),
                         f"sparse_mode={mode} aligns the causal mask top-left, but {reason}: the new queries "
                         "then miss most of the cached keys; use sparse_mode=3 (bottom-right) with the 2048x2048 mask")
             return
+
+
+MASK_PARAMETER = re.compile(r"^(attention_mask|attn_mask|atten_mask|mask|causal_mask|key_padding_mask|"
+                            r"padding_mask|src_mask|attn_masks|attention_masks)$")
+CAUSAL_PARAMETER = re.compile(r"^(is_causal|causal|use_causal|causal_attention)$")
+"""Parameters that carry masking for the attention a function computes (``_mask`` says it is unused)."""
+
+
+_DOCUMENTED_UNUSED = re.compile(r"\b(reserved|unused|not used|ignored|has no effect|not supported|no-op)\b",
+                                re.IGNORECASE)
+
+
+def _documented_unused(function: nodes.FunctionDef, name: str) -> bool:
+    """The docstring says the parameter is not used (``attn_mask: Reserved for future use``)."""
+    doc = function.doc_node.value if function.doc_node is not None else ""
+    for match in re.finditer(rf"\b{re.escape(name)}\b", doc):
+        entry = re.split(r"\n\s*\n|\n\s*\w+\s*(?:\(|:)", doc[match.end():], maxsplit=1)[0]
+        if _DOCUMENTED_UNUSED.search(entry[:300]):
+            return True
+    return False
+
+
+def _reads(function: nodes.FunctionDef, name: str) -> bool:
+    """The function body reads the name (nested functions included) or deletes it on purpose (``del mask``)."""
+    return any(node.name == name for node in function.nodes_of_class((nodes.Name, nodes.DelName)))
+
+
+def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
+    """KVL207: a function that takes a mask or causality parameter, never reads it, and calls the operator
+    without ``atten_mask`` silently attends what the caller asked to hide: padding, or the future. Not for a
+    parameter its name (``_mask``) or its docstring (``Reserved``, ``unused``) says is unused, a causality flag
+    where the code proves a query of length 1 (nothing to hide), nor a mask parameter where the call passes
+    KV lengths (padding is cut by the lengths)."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended:
+        return
+    function = site.call.frame()
+    if not isinstance(function, nodes.FunctionDef):
+        return
+    if site.argument("atten_mask") is not None and not all(alt.value.is_none for alt in site.values("atten_mask")):
+        return
+    arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+    for param in (a.name for a in arguments):
+        causal = bool(CAUSAL_PARAMETER.match(param))
+        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or _documented_unused(function, param):
+            continue
+        if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
+            continue
+        kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
+        if not causal and site.argument(kv_lengths) is not None and not all(
+                alt.value.is_none for alt in site.values(kv_lengths)):
+            continue
+        hidden = "a caller asking for causal attention gets every token attending the future" if causal else (
+            "the positions it masks (padding, the future) are attended")
+        yield Issue("KVL207", site.call,
+                    f"{function.name}() takes '{param}' but never reads it, and calls {site.name} without "
+                    f"atten_mask: {hidden}; build atten_mask (and sparse_mode) from it, or raise when it is set "
+                    "if this path cannot mask")
+        return
 
 
 def _sdpa_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:

@@ -3,6 +3,9 @@
 A ``Planner`` finds, for each finding, the libcst node at the finding's position, decides with the engine's
 own facts (astroid call sites, the catalogue's rename tables) whether the rewrite is certain, and records an
 edit for that node. ``apply`` runs all edits in one transform, so the rest of the file keeps its bytes.
+
+Each ``plan_*`` method returns None when it recorded an edit, else the reason it did not (a sentence the CLI
+prints next to the finding, so that a finding of a fixable rule left as it was says why).
 """
 
 from __future__ import annotations
@@ -11,14 +14,14 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import libcst as cst
-from astroid import MANAGER, nodes
-from astroid.builder import AstroidBuilder
+from astroid import nodes
 from astroid.const import Context
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
+from kvlint.checks.engine import build_tree
 
 SHAPE_METHODS = frozenset({"reshape", "view", "unsqueeze", "squeeze", "expand", "contiguous", "flatten", "clone"})
 """Tensor methods that keep the dtype: a fix looks through them to the factory that sets it."""
@@ -27,6 +30,10 @@ INT64_NAMES = frozenset({"int64", "long"})
 
 Position = tuple[int, int]
 Edit = Callable[[cst.CSTNode], cst.CSTNode]
+Declined = str | None
+"""None: an edit was recorded; otherwise why not."""
+_TAKEN = "another fix already rewrites the same expression"
+_NOT_FOUND = "kvlint could not find the expression at the finding's position in the source"
 _ALIAS_PREFIXES = ("torch_npu.npu.", "torch.")
 
 
@@ -77,7 +84,7 @@ class Planner:
 
     def _module(self) -> nodes.Module:
         if self._astroid is None:
-            self._astroid = AstroidBuilder(MANAGER, apply_transforms=False).string_build(self.source, path=self.path)
+            self._astroid = build_tree(self.source, self.path)
         return self._astroid
 
     def _sites(self):
@@ -86,15 +93,15 @@ class Planner:
             if found is not None:
                 yield found
 
-    def _edit(self, node: cst.CSTNode, edit: Edit) -> bool:
+    def _edit(self, node: cst.CSTNode, edit: Edit) -> Declined:
         if id(node) in self.edits:
-            return False
+            return _TAKEN
         self.edits[id(node)] = edit
-        return True
+        return None
 
     # --- KVL102: keyword renames -----------------------------------------------------------------------
 
-    def plan_rename(self, finding: Finding, start: Position, end: Position) -> bool:
+    def plan_rename(self, finding: Finding, start: Position, end: Position) -> Declined:
         for site, alias in self._sites():
             if alias:
                 continue
@@ -102,34 +109,37 @@ class Planner:
                 anchor = argument.anchor
                 if (anchor.lineno, anchor.col_offset) == (finding.line, finding.column):
                     return self._rename(site, keyword, anchor, start)
-        return False
+        return _NOT_FOUND
 
-    def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> bool:
-        target = rename_target(site.name, keyword)
-        if target is None or target not in site.operator.param_names or target in site.keywords:
-            return False
+    def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> Declined:
+        target = rename_target(site.role, keyword)
+        if target is None or target not in site.operator.param_names:
+            return f"'{keyword}' has no one-to-one counterpart in {site.name}"
+        if target in site.keywords:
+            return f"'{target}' is passed as well; decide which of the two values is meant"
         if isinstance(anchor, nodes.Keyword) and anchor.parent is site.call:
             return self._rename_arg(start, keyword, target)
         if not self._dict_owned_by(site.call, anchor):
-            return False
+            return (f"'{keyword}' comes from a **kwargs dict that is not used by this call alone; renaming its key "
+                    "could break another use")
         if isinstance(anchor, nodes.Keyword):
             return self._rename_arg(start, keyword, target)
         if isinstance(anchor, nodes.Const):
             return self._rename_string(start, keyword, target)
-        return False
+        return f"the key '{keyword}' of the **kwargs dict is not written as a string literal"
 
-    def _rename_arg(self, start: Position, keyword: str, target: str) -> bool:
+    def _rename_arg(self, start: Position, keyword: str, target: str) -> Declined:
         for arg in self._nodes_at(start, cst.Arg):
             if arg.keyword is not None and arg.keyword.value == keyword:
                 return self._edit(arg, lambda node: node.with_changes(keyword=cst.Name(target)))
-        return False
+        return _NOT_FOUND
 
-    def _rename_string(self, start: Position, keyword: str, target: str) -> bool:
+    def _rename_string(self, start: Position, keyword: str, target: str) -> Declined:
         for string in self._nodes_at(start, cst.SimpleString):
             quote = string.value[-1]
             if string.value in (f'"{keyword}"', f"'{keyword}'"):
                 return self._edit(string, lambda node: node.with_changes(value=f"{quote}{target}{quote}"))
-        return False
+        return f"the key '{keyword}' is not a plain string literal"
 
     def _dict_owned_by(self, call: nodes.Call, anchor: nodes.NodeNG) -> bool:
         """True when the ``**`` dict that holds ``anchor`` is written inline in ``call``, or is a local
@@ -164,25 +174,28 @@ class Planner:
 
     # --- KVL112: torch.<op> -> torch_npu.<op> ----------------------------------------------------------
 
-    def plan_alias(self, finding: Finding, start: Position, end: Position) -> bool:
+    def plan_alias(self, finding: Finding, start: Position, end: Position) -> Declined:
         for site, alias in self._sites():
             func = site.call.func
             if not alias or (func.lineno, func.col_offset) != (finding.line, finding.column):
                 continue
             if not isinstance(func, nodes.Attribute):
-                return False
+                return (f"the callee '{func.as_string()}' is a name bound elsewhere; point that binding at "
+                        "torch_npu instead")
             rest = next((site.qualname[len(p):] for p in _ALIAS_PREFIXES if site.qualname.startswith(p)), None)
+            if rest is None:
+                return _NOT_FOUND
             module_name = self._torch_npu_name(site.call)
-            if rest is None or module_name is None:
-                return False
+            if module_name is None:
+                return "the name 'torch_npu' means something else in this module"
             targets = self._nodes_at(start, cst.Attribute, end)
             if not targets:
-                return False
+                return _NOT_FOUND
             if module_name == "torch_npu" and not self._bindings(site.call, "torch_npu"):
                 self.add_torch_npu_import = True
             replacement = cst.parse_expression(f"{module_name}.{rest}")
             return self._edit(targets[0], lambda node: replacement.with_changes(lpar=node.lpar, rpar=node.rpar))
-        return False
+        return _NOT_FOUND
 
     @staticmethod
     def _bindings(call: nodes.Call, name: str) -> list[nodes.NodeNG]:
@@ -213,60 +226,75 @@ class Planner:
 
     # --- KVL301: block_table int32 ---------------------------------------------------------------------
 
-    def plan_block_table(self, finding: Finding, start: Position, end: Position) -> bool:
+    def plan_block_table(self, finding: Finding, start: Position, end: Position) -> Declined:
         candidates = self.by_start.get(start, [])
         exact = [n for n in candidates if self._end(n) == end]
+        declined: Declined = _NOT_FOUND
         for node in exact or candidates:
-            expression = self._expression(node)
-            if expression is not None and self._fix_dtype(expression):
-                return True
-        return False
+            expression, declined = self._expression(node)
+            if expression is not None:
+                declined = self._fix_dtype(expression)
+            if declined is None:
+                return None
+        return declined
 
-    def _expression(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+    def _expression(self, node: cst.CSTNode) -> tuple[cst.BaseExpression | None, Declined]:
+        """The expression whose dtype to fix: the node itself, or the value of a local name used only here."""
         if isinstance(node, cst.Arg):
             node = node.value
         if isinstance(node, cst.Name):
             return self._single_use_value(node)
-        return node if isinstance(node, cst.BaseExpression) else None
+        if isinstance(node, cst.Attribute):
+            shown = self.tree.code_for_node(node)
+            return None, (f"the table is '{shown}', built elsewhere (for example in __init__); add "
+                          "dtype=torch.int32 where it is built")
+        if isinstance(node, cst.BaseExpression):
+            return node, None
+        return None, _NOT_FOUND
 
-    def _single_use_value(self, name: cst.Name) -> cst.BaseExpression | None:
+    def _single_use_value(self, name: cst.Name) -> tuple[cst.BaseExpression | None, Declined]:
         """The value of the only assignment of ``name`` in its function, when ``name`` is read only here."""
         if self._scopes is None:
             self._scopes = self.wrapper.resolve(ScopeProvider)
         scope = self._scopes.get(name)
         if scope is None or not isinstance(scope, cst.metadata.FunctionScope):
-            return None
+            return None, f"'{name.value}' is not a local name of a function; add dtype=torch.int32 where it is built"
         assignments = list(scope.assignments[name.value])
         accesses = list(scope.accesses[name.value])
         if len(assignments) != 1 or len(accesses) != 1 or accesses[0].node is not name:
-            return None
+            return None, (f"'{name.value}' is assigned more than once or read elsewhere, so changing its dtype "
+                          "could change other uses")
         finder = _AssignFinder(assignments[0].node)
         self.tree.visit(finder)
-        return finder.found[0].value if finder.found else None
+        if not finder.found:
+            return None, f"'{name.value}' is not set by a plain assignment (a parameter, a loop or a with target)"
+        return finder.found[0].value, None
 
-    def _fix_dtype(self, expression: cst.BaseExpression) -> bool:
+    def _fix_dtype(self, expression: cst.BaseExpression) -> Declined:
         while (isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute)
                and expression.func.attr.value in SHAPE_METHODS):
             expression = expression.func.value
+        not_a_factory = (f"'{self.tree.code_for_node(expression)}' is not a torch factory call or .long() kvlint "
+                         "can rewrite")
         if not isinstance(expression, cst.Call) or not isinstance(expression.func, cst.Attribute):
-            return False
+            return not_a_factory
         func = expression.func
         if func.attr.value == "long" and not expression.args:
             return self._edit(func.attr, lambda node: node.with_changes(value="int"))
         if func.attr.value not in INT_FACTORIES or not isinstance(func.value, cst.Name):
-            return False
+            return not_a_factory
         if self._qualified_names(func) != {f"torch.{func.attr.value}"}:
-            return False
+            return not_a_factory
         torch_name = func.value.value
         dtype = next((a for a in expression.args if a.keyword is not None and a.keyword.value == "dtype"), None)
         if dtype is not None:
             names = self._qualified_names(dtype.value)
             if not names or not names <= {f"torch.{n}" for n in INT64_NAMES}:
-                return False
+                return f"its dtype '{self.tree.code_for_node(dtype.value)}' is not literally torch.int64"
             new_value = cst.parse_expression(f"{torch_name}.int32")
             return self._edit(dtype.value, lambda node: new_value)
         if any(a.star for a in expression.args) or not expression.args:
-            return False
+            return "the factory call has no arguments or unpacks *args / **kwargs"
         return self._edit(expression, lambda node: _append_dtype(node, torch_name))
 
     def _qualified_names(self, node: cst.CSTNode) -> set[str]:

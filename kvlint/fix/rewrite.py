@@ -10,12 +10,13 @@ rest of the file (formatting, comments) stays byte-identical.
   assigned once from it in the same function and read nowhere else.
 
 Every fix starts from a finding the engine reported and its position; anything the code does not prove
-is left alone. libcst is imported only here, and only when a fix is asked for: install ``kvlint[fix]``.
+is left alone. libcst is imported only here, and only when a fix is asked for: install ``kvlint-ascend[fix]``.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -34,14 +35,21 @@ class FixResult:
     fixed: str
     applied: list[Finding] = field(default_factory=list)
     """The findings a rewrite was made for."""
+    declined: dict[Finding, str] = field(default_factory=dict)
+    """Findings of fixable rules that got no rewrite, with the reason."""
 
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
 
     def diff(self) -> str:
-        relative = not self.path.startswith(("/", "\\")) and ":" not in self.path[:3]
-        old, new = (f"a/{self.path}", f"b/{self.path}") if relative else (self.path, self.path)
+        """A unified diff ``git apply`` takes from the current folder: ``a/`` and ``b/`` before the path relative
+        to it (a path outside the current folder keeps its own form, for ``patch -p0``)."""
+        relative = os.path.relpath(os.path.abspath(self.path)).replace(os.sep, "/")
+        if relative.startswith("../") or relative == "..":
+            old = new = self.path
+        else:
+            old, new = f"a/{relative}", f"b/{relative}"
         return "".join(difflib.unified_diff(
             self.original.splitlines(keepends=True), self.fixed.splitlines(keepends=True), fromfile=old, tofile=new,
         ))
@@ -51,7 +59,7 @@ def _import_libcst():
     try:
         import libcst
     except ImportError:
-        raise FixUnavailable("--fix and --diff need libcst: pip install 'kvlint[fix]'") from None
+        raise FixUnavailable("--fix and --diff need libcst: pip install 'kvlint-ascend[fix]'") from None
     return libcst
 
 
@@ -72,20 +80,23 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
 
     planner = Planner(source, path, wrappers or {})
     lines = source.splitlines()
-    applied = []
+    applied, declined = [], {}
     for finding in wanted:
         start = (finding.line, _char_column(lines, finding.line, finding.column))
         end = (finding.end_line, _char_column(lines, finding.end_line, finding.end_column))
-        handler: Callable[[Finding, tuple[int, int], tuple[int, int]], bool] = {
+        handler: Callable[[Finding, tuple[int, int], tuple[int, int]], str | None] = {
             "KVL102": planner.plan_rename,
             "KVL112": planner.plan_alias,
             "KVL301": planner.plan_block_table,
         }[finding.code]
-        if handler(finding, start, end):
+        reason = handler(finding, start, end)
+        if reason is None:
             applied.append(finding)
+        else:
+            declined[finding] = reason
     fixed = planner.apply() if applied else source
     try:
         compile(fixed, path, "exec")
     except SyntaxError:  # pragma: no cover - a rewrite never breaks syntax; refuse rather than write it
-        return FixResult(path, source, source)
-    return FixResult(path, source, fixed, applied)
+        return FixResult(path, source, source, declined={f: "the rewrite would not compile" for f in wanted})
+    return FixResult(path, source, fixed, applied, declined)

@@ -1,26 +1,40 @@
 """The ``kvlint`` command line (also ``python -m kvlint``).
 
 Exit status: 0 no findings, 1 findings (or, with ``--diff``, fixes to apply), 2 usage error, bad
-configuration, or a file that could not be read or analysed.
+configuration, or a file that could not be read or analysed; 141 when the reader of standard output went away
+(``kvlint --list-rules | head -1``).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
-from kvlint.frontends.config import Config, ConfigError, find_config, load_config
-from kvlint.frontends.output import FORMATS, format_text, render, statistics
-from kvlint.frontends.runner import SKIPPED_DIRECTORIES, FileResult, discover, lint_file, read_source, run
+from kvlint.analysis.settings import Settings
+from kvlint.catalogue.rules import FIXABLE
+from kvlint.console import quiet_on_broken_pipe
+from kvlint.frontends.config import Config, ConfigError, check_code, find_config, load_config
+from kvlint.frontends.output import FIXABLE_MARK, FORMATS, SourceLines, format_text, in_characters, render, statistics
+from kvlint.frontends.runner import (
+    DEFAULT_PATTERNS,
+    Exclusion,
+    FileResult,
+    Pattern,
+    discover,
+    lint_bytes,
+    lint_file,
+    lint_files,
+    read_source,
+    run,
+)
 
-__all__ = ["FileResult", "SKIPPED_DIRECTORIES", "build_parser", "discover", "format_text", "lint_file", "main",
-           "read_source", "run", "selected"]
+__all__ = ["FileResult", "build_parser", "discover", "format_text", "lint_file", "main", "read_source", "run",
+           "selected"]
 
-_CODE_OR_PREFIX = re.compile(r"^KVL\d{0,3}$")
+STDIN = "-"
 
 
 def _matches(code: str, patterns: Sequence[str]) -> bool:
@@ -37,9 +51,14 @@ def selected(finding: Finding, select: Sequence[str], ignore: Sequence[str]) -> 
 def _code_list(value: str) -> list[str]:
     codes = [item.strip().upper() for item in value.split(",") if item.strip()]
     for code in codes:
-        if not _CODE_OR_PREFIX.match(code):
-            raise argparse.ArgumentTypeError(f"'{code}' is not a kvlint code or prefix (e.g. KVL201, KVL2)")
+        problem = check_code(code)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
     return codes
+
+
+def _pattern_list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 def _jobs(value: str) -> int:
@@ -57,15 +76,29 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kvlint",
         description="Find misuse of Ascend torch_npu fused attention and KV-cache operators.",
     )
-    parser.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
+    parser.add_argument("paths", nargs="*", help="files or folders (default: .); '-' reads standard input")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="the path to report for standard input (and to match per-file-ignores against)")
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="output format: text (for people), json, github (Actions annotations), sarif")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    parser.add_argument("--select", type=_code_list, default=None, metavar="CODES",
-                        help="report only these codes or prefixes, comma-separated (KVL1,KVL201); "
-                             "replaces 'select' of the configuration")
-    parser.add_argument("--ignore", type=_code_list, default=None, metavar="CODES",
-                        help="do not report these codes or prefixes; replaces 'ignore' of the configuration")
+    selection = parser.add_argument_group("rule selection (codes or prefixes, comma-separated; repeatable)")
+    selection.add_argument("--select", type=_code_list, action="append", metavar="CODES",
+                           help="report only these (KVL1,KVL201); replaces 'select' of the configuration")
+    selection.add_argument("--extend-select", type=_code_list, action="append", default=[], metavar="CODES",
+                           help="add these to the selection (when something is selected at all)")
+    selection.add_argument("--ignore", type=_code_list, action="append", metavar="CODES",
+                           help="do not report these; replaces 'ignore' of the configuration")
+    selection.add_argument("--extend-ignore", type=_code_list, action="append", default=[], metavar="CODES",
+                           help="do not report these either")
+    files = parser.add_argument_group("file selection (glob patterns, comma-separated; repeatable)")
+    files.add_argument("--exclude", type=_pattern_list, action="append", metavar="PATTERNS",
+                       help="paths a folder search leaves out; replaces the defaults (.git, .venv, build, ...) "
+                            "and 'exclude' of the configuration")
+    files.add_argument("--extend-exclude", type=_pattern_list, action="append", default=[], metavar="PATTERNS",
+                       help="paths to leave out in addition")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply the exclusions to paths named on the command line too (for pre-commit)")
     config = parser.add_mutually_exclusive_group()
     config.add_argument("--config", metavar="FILE",
                         help="read [tool.kvlint] (a .toml file) or [kvlint] (a .cfg/.ini file) from FILE "
@@ -76,11 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
     fixing = parser.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true",
-                        help="apply the safe fixes (KVL102, KVL112, KVL301) in place, then report what is left")
+                        help="apply the safe fixes (KVL102, KVL112, KVL301) in place, until nothing changes, then "
+                             "report what is left; with '-', print the fixed text")
     fixing.add_argument("--diff", action="store_true",
                         help="print the safe fixes as a unified diff instead of applying them (exit 1 if any)")
     info = parser.add_mutually_exclusive_group()
-    info.add_argument("--explain", metavar="RULE", help="print the documentation of a rule (code or symbol)")
+    info.add_argument("--explain", metavar="RULE",
+                      help="print the documentation of a rule (code, symbol or pylint message id)")
     info.add_argument("--list-rules", action="store_true", help="print the table of rules")
     parser.add_argument("--version", action="version", version=f"kvlint {__version__}")
     return parser
@@ -99,6 +134,24 @@ def _configuration(args: argparse.Namespace) -> Config:
     return find_config()
 
 
+def _flat(lists: Sequence[Sequence[str]] | None) -> list[str] | None:
+    return None if lists is None else [item for items in lists for item in items]
+
+
+def _exclusion(args: argparse.Namespace, config: Config) -> Exclusion:
+    """``--exclude`` replaces the configured ``exclude``, which replaces the defaults; the ``extend-exclude``
+    patterns are added to whichever applies."""
+    if args.exclude is not None:
+        patterns = tuple(Pattern(glob) for glob in _flat(args.exclude))
+    elif config.exclude is not None:
+        patterns = tuple(Pattern(glob, config.root) for glob in config.exclude)
+    else:
+        patterns = DEFAULT_PATTERNS
+    patterns += tuple(Pattern(glob, config.root) for glob in config.extend_exclude)
+    patterns += tuple(Pattern(glob) for glob in _flat(args.extend_exclude))
+    return Exclusion(patterns)
+
+
 def _write(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
@@ -107,28 +160,36 @@ def _write(text: str, output: str | None) -> None:
         handle.write(text)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.list_rules:
-        from kvlint.catalogue.pages import rules_table
+def _info(args: argparse.Namespace) -> int:
+    from kvlint.catalogue.pages import explain, rules_table
 
+    if args.list_rules:
         print(rules_table())
         return 0
-    if args.explain:
-        from kvlint.catalogue.pages import explain
+    try:
+        print(explain(args.explain), end="")
+    except KeyError:
+        return _error(f"'{args.explain}' is not a kvlint rule code, symbol or pylint message id "
+                      "(see kvlint --list-rules)")
+    return 0
 
-        try:
-            print(explain(args.explain), end="")
-        except KeyError:
-            return _error(f"'{args.explain}' is not a kvlint rule code or symbol (see kvlint --list-rules)")
-        return 0
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return quiet_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_rules or args.explain:
+        return _info(args)
     try:
         config = _configuration(args)
     except ConfigError as error:
         return _error(str(error))
-    select = config.select if args.select is None else args.select
-    ignore = config.ignore if args.ignore is None else args.ignore
+    select = [*(config.select if args.select is None else _flat(args.select))]
+    if select:
+        select += _flat(args.extend_select)
+    ignore = [*(config.ignore if args.ignore is None else _flat(args.ignore)), *_flat(args.extend_ignore)]
     settings = config.settings()
 
     def keep(finding: Finding) -> bool:
@@ -136,38 +197,110 @@ def main(argv: Sequence[str] | None = None) -> int:
             return True
         return selected(finding, select, ignore) and not _matches(finding.code, config.ignored_for(finding.path))
 
-    results = run(args.paths, settings, args.jobs)
+    paths = args.paths or ([STDIN] if args.stdin_filename else ["."])
+    exclusion = _exclusion(args, config)
+    lines = SourceLines()
+    sources: dict[str, str] = {}
+    results = _lint_stdin(args, settings, exclusion, lines, sources) if STDIN in paths else []
+    files = list(discover([p for p in paths if p != STDIN], exclusion, args.force_exclude))
+    if not files and STDIN not in paths:
+        print("kvlint: warning: no Python files found", file=sys.stderr)
+    results += lint_files(files, settings, args.jobs)
+    return _report(args, results, keep, settings, lines, sources)
+
+
+def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusion, lines: SourceLines,
+                sources: dict[str, str]) -> list[FileResult]:
+    """Standard input, reported as ``--stdin-filename`` (or ``-``); with ``--force-exclude``, an excluded name
+    is not linted."""
+    path = args.stdin_filename or STDIN
+    raw = sys.stdin.buffer.read()
+    if args.stdin_filename and args.force_exclude and exclusion.excludes_any_part(path):
+        if args.fix:
+            sys.stdout.buffer.write(raw)
+        return []
+    result, text = lint_bytes(raw, path, settings)
+    if text is not None:
+        lines.remember(path, text)
+        sources[path] = text
+    return [result]
+
+
+def _report(args: argparse.Namespace, results: list[FileResult], keep, settings: Settings, lines: SourceLines,
+            sources: dict[str, str]) -> int:
     fixed_count = 0
+    fixable: set[Finding] = set()
+    declined: dict[Finding, str] = {}
+    stdin_fix = args.fix and any(r.path in sources for r in results)
     if args.fix or args.diff:
         from kvlint.fix.rewrite import FixUnavailable
         from kvlint.frontends.fixing import apply_fixes
 
         try:
-            results, diffs, fixed_count = apply_fixes(results, keep, settings, write=args.fix)
+            report = apply_fixes(results, keep, settings, write=args.fix, sources=sources)
         except FixUnavailable as error:
             return _error(str(error))
+        results, fixed_count, declined = report.results, report.fixed_count, report.declined
+        for path, text in report.fixed_sources.items():
+            lines.remember(path, text)
+        if stdin_fix:  # the fixed text on standard output; the report goes to standard error
+            for path, text in sources.items():
+                sys.stdout.write(report.fixed_sources.get(path, text))
         if args.diff:
-            _write("".join(diffs), args.output)
-            for result in results:
-                for warning in result.warnings:
-                    print(f"kvlint: warning: {warning}", file=sys.stderr)
-            return 1 if diffs else 0
+            _write("".join(report.diffs), args.output)
+            _print_notes(results, {}, lines)
+            return 1 if report.diffs else 0
     findings = [f for r in results for f in r.findings if keep(f)]
+    if not args.fix:
+        fixable = _fixable(findings, results, keep, settings, sources, args.format)
     errors = [r.error for r in results if r.error]
     try:
-        _write(render(args.format, findings, errors), args.output)
+        report_text = render(args.format, findings, errors, lines, fixable)
+        if stdin_fix:
+            sys.stderr.write(report_text)
+        else:
+            _write(report_text, args.output)
     except OSError as error:
         return _error(f"{args.output}: cannot write: {error.strerror or error}")
     if args.statistics:
-        to_stdout = args.format == "text" and not args.output
+        to_stdout = args.format == "text" and not args.output and not stdin_fix
         print(statistics(findings), end="", file=sys.stdout if to_stdout else sys.stderr)
     if args.fix:
         print(f"kvlint: fixed {fixed_count} finding(s)", file=sys.stderr)
-    for result in results:
-        for warning in result.warnings:
-            print(f"kvlint: warning: {warning}", file=sys.stderr)
+    elif fixable and args.format == "text":
+        print(f"kvlint: {len(fixable)} finding(s) marked {FIXABLE_MARK} can be fixed with --fix", file=sys.stderr)
+    _print_notes(results, {f: why for f, why in declined.items() if f in set(findings)}, lines)
     for error in errors:
         print(f"kvlint: error: {error}", file=sys.stderr)
     if errors:
         return 2
     return 1 if findings and not args.exit_zero else 0
+
+
+def _fixable(findings: list[Finding], results: list[FileResult], keep, settings: Settings,
+             sources: dict[str, str], fmt: str) -> set[Finding]:
+    """The findings ``--fix`` would fix (a dry run), for the marker of the text and json formats."""
+    if fmt not in ("text", "json") or not any(f.code in FIXABLE for f in findings):
+        return set()
+    from kvlint.fix.rewrite import FixUnavailable
+    from kvlint.frontends.fixing import fixable_findings
+
+    try:
+        fixable = fixable_findings(results, keep, settings, sources)
+    except FixUnavailable:
+        if fmt == "text":
+            print("kvlint: note: install libcst (pip install 'kvlint-ascend[fix]') to see which findings --fix "
+                  "can fix", file=sys.stderr)
+        return set()
+    return fixable
+
+
+def _print_notes(results: list[FileResult], declined: dict[Finding, str], lines: SourceLines) -> None:
+    """Warnings of the files, then, for each finding of a fixable rule that ``--fix`` left, why."""
+    for result in results:
+        for warning in result.warnings:
+            print(f"kvlint: warning: {warning}", file=sys.stderr)
+    for finding, why in sorted(declined.items()):
+        shown = in_characters(finding, lines)
+        print(f"kvlint: note: {shown.path}:{shown.line}:{shown.column + 1}: {finding.code} was not fixed: {why}",
+              file=sys.stderr)

@@ -5,9 +5,11 @@ the nearest folder above it that has one (pyproject.toml wins in one folder), or
 ``--config``. flake8 reads the same keys from ``[flake8]`` and pylint from its rc file (see
 ``kvlint.frontends.flake8_plugin`` and ``kvlint.checkers.families``); all three parse values with the functions here.
 
-Keys: ``select``, ``ignore`` (codes or prefixes), ``per-file-ignores`` (glob -> codes), ``kv-len-names``
-(replaces the default names of the runner's KV length variable), ``extra-fa-wrappers`` (dotted name of a
-user's wrapper -> the operator it stands for). Any other key is an error that names the key and the file.
+Keys: ``select``, ``ignore`` (codes or prefixes of existing rules), ``per-file-ignores`` (glob -> codes),
+``exclude`` / ``extend-exclude`` (glob patterns of paths a folder search leaves out: ``exclude`` replaces the
+default list, ``extend-exclude`` adds to it), ``kv-len-names`` (replaces the default names of the runner's KV
+length variable), ``extra-fa-wrappers`` (dotted name of a user's wrapper -> the operator it stands for). Any
+other key is an error that names the key and the file.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import configparser
 import difflib
 import fnmatch
+import keyword
 import os
 import re
 import sys
@@ -24,15 +27,15 @@ from pathlib import Path
 
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, Settings
 from kvlint.catalogue.operators import OPERATORS
+from kvlint.catalogue.rules import RULES
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-KEYS = ("select", "ignore", "per-file-ignores", "kv-len-names", "extra-fa-wrappers")
+KEYS = ("select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "kv-len-names", "extra-fa-wrappers")
 _CODE_OR_PREFIX = re.compile(r"^KVL\d{0,3}$")
-_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -45,6 +48,9 @@ class Config:
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] | None = None
+    """None: the default folder names (``kvlint.frontends.runner.DEFAULT_EXCLUDE``)."""
+    extend_exclude: tuple[str, ...] = ()
     kv_len_names: tuple[str, ...] = DEFAULT_KV_LEN_NAMES
     extra_fa_wrappers: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -71,22 +77,39 @@ def _items(value: object, where: str) -> list[str]:
     raise ConfigError(f"{where}: expected a list of strings or a comma-separated string, got {value!r}")
 
 
+def check_code(code: str) -> str | None:
+    """Why ``code`` is not a code or prefix of an existing rule (``KVL201``, ``KVL2``), or None when it is."""
+    if not _CODE_OR_PREFIX.match(code):
+        return f"'{code}' is not a kvlint code or prefix (e.g. KVL201, KVL2)"
+    if not any(known.startswith(code) for known in RULES):
+        close = difflib.get_close_matches(code, RULES, n=1)
+        return f"no kvlint rule has the code '{code}'" + (f"; did you mean '{close[0]}'?" if close else "")
+    return None
+
+
 def parse_codes(value: object, where: str) -> tuple[str, ...]:
     codes = tuple(item.upper() for item in _items(value, where))
     for code in codes:
-        if not _CODE_OR_PREFIX.match(code):
-            raise ConfigError(f"{where}: '{code}' is not a kvlint code or prefix (e.g. KVL201, KVL2)")
+        problem = check_code(code)
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
     return codes
 
 
 def parse_names(value: object, where: str) -> tuple[str, ...]:
+    """Names of the runner's KV length variable: Python identifiers that are not keywords, at least one."""
     names = tuple(_items(value, where))
     for name in names:
-        if not _IDENTIFIER.match(name):
+        if not name.isidentifier() or keyword.iskeyword(name):
             raise ConfigError(f"{where}: '{name}' is not a Python identifier")
     if not names:
         raise ConfigError(f"{where}: give at least one name")
     return names
+
+
+def parse_patterns(value: object, where: str) -> tuple[str, ...]:
+    """Glob patterns of paths (``exclude``): a list, or a comma-separated string."""
+    return tuple(_items(value, where))
 
 
 def parse_per_file_ignores(value: object, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -176,6 +199,8 @@ def _build(table: Mapping[str, object], source: Path, section: str) -> Config:
             values[key] = parse_codes(value, where)
         elif key == "per-file-ignores":
             values["per_file_ignores"] = parse_per_file_ignores(value, where)
+        elif key in ("exclude", "extend-exclude"):
+            values[key.replace("-", "_")] = parse_patterns(value, where)
         elif key == "kv-len-names":
             values["kv_len_names"] = parse_names(value, where)
         else:

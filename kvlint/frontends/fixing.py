@@ -1,16 +1,67 @@
-"""``kvlint --fix`` / ``--diff`` over files: read each file, apply ``kvlint.fix``'s rewrites, write the
-file back in its own encoding, and lint it again so that what is reported is what is left."""
+"""``kvlint --fix`` / ``--diff`` over files: read each file, apply ``kvlint.fix``'s rewrites until nothing
+changes, write the file back in its own encoding, and report what is left.
+
+One fix can uncover another: rewriting ``torch.npu_fused_infer_attention_score`` to ``torch_npu.<op>``
+makes the call resolvable, and only then is its int64 block table reported. So, as ruff does, each file is
+linted and fixed again until a round changes nothing (at most ``MAX_ROUNDS`` rounds): one run settles.
+"""
 
 from __future__ import annotations
 
 import tokenize
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import Settings
 from kvlint.catalogue.rules import FIXABLE
-from kvlint.fix.rewrite import FixUnavailable, fix_source
+from kvlint.fix.rewrite import FixResult, FixUnavailable, fix_source
 from kvlint.frontends.runner import FileResult, lint_text, read_source
+
+MAX_ROUNDS = 10
+"""Rounds of lint-and-fix per file before kvlint gives up on reaching a fixed point (and says so)."""
+
+
+@dataclass
+class TextFix:
+    """The outcome of fixing one file's text to a fixed point."""
+
+    result: FileResult
+    """The findings of the final text."""
+    original: str
+    fixed: str
+    applied: int = 0
+    """Findings a rewrite was made for, over all rounds."""
+    declined: dict[Finding, str] = field(default_factory=dict)
+    """Findings of fixable rules in the final text that got no rewrite, with the reason."""
+    settled: bool = True
+    """False when the last round still changed the text."""
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+
+def fix_text(result: FileResult, source: str, keep: Callable[[Finding], bool], settings: Settings) -> TextFix:
+    """Fix the kept findings of ``result`` (the findings of ``source``), re-lint, and repeat until a round makes
+    no rewrite. Raises ``FixUnavailable`` without libcst."""
+    outcome = TextFix(result, source, source)
+    for _ in range(MAX_ROUNDS):
+        fixable = [f for f in outcome.result.findings if f.code in FIXABLE and keep(f)]
+        if not fixable:
+            outcome.declined = {}
+            return outcome
+        round_ = fix_source(outcome.fixed, fixable, result.path, settings.extra_fa_wrappers)
+        outcome.declined = round_.declined
+        if not round_.changed:
+            return outcome
+        outcome.fixed = round_.fixed
+        outcome.applied += len(round_.applied)
+        relinted = lint_text(outcome.fixed, result.path, settings)
+        relinted.warnings = result.warnings
+        outcome.result = relinted
+    outcome.settled = False
+    return outcome
 
 
 def _write(path: str, text: str) -> None:
@@ -22,40 +73,75 @@ def _write(path: str, text: str) -> None:
         handle.write(text.encode(encoding))
 
 
+@dataclass
+class FixReport:
+    results: list[FileResult]
+    """Per file: the findings left (re-linted where the text changed)."""
+    diffs: list[str] = field(default_factory=list)
+    fixed_count: int = 0
+    declined: dict[Finding, str] = field(default_factory=dict)
+    """Findings of fixable rules left unfixed, with the reason."""
+    fixed_sources: dict[str, str] = field(default_factory=dict)
+    """The fixed text of each input given in ``sources`` (standard input) that changed."""
+
+
 def apply_fixes(results: list[FileResult], keep: Callable[[Finding], bool], settings: Settings,
-                write: bool) -> tuple[list[FileResult], list[str], int]:
-    """Fix the kept findings of each file: write the files (``write``) or only preview. Returns the results
-    (re-linted where a file was rewritten), the unified diffs and the number of findings fixed. A file
-    kvlint cannot rewrite keeps its findings and gets a warning; one it cannot write gets an error."""
-    diffs, fixed_count, new_results = [], 0, []
+                write: bool, sources: dict[str, str] | None = None) -> FixReport:
+    """Fix the kept findings of each file: write the files (``write``) or only preview. ``sources`` gives the
+    text of results that are not files (standard input). A file kvlint cannot rewrite keeps its findings and
+    gets a warning; one it cannot write gets an error."""
+    report = FixReport([])
     for result in results:
-        fixable = [f for f in result.findings if f.code in FIXABLE and keep(f)]
-        if not fixable:
-            new_results.append(result)
+        if not any(f.code in FIXABLE and keep(f) for f in result.findings):
+            report.results.append(result)
             continue
         try:
-            outcome = fix_source(read_source(result.path), fixable, result.path, settings.extra_fa_wrappers)
+            source = sources[result.path] if sources and result.path in sources else read_source(result.path)
+            outcome = fix_text(result, source, keep, settings)
         except FixUnavailable:
             raise
         except Exception as error:  # noqa: BLE001 - a file kvlint cannot rewrite is reported, not fatal
             result.warnings.append(f"{result.path}: cannot fix: {type(error).__name__}: {error}")
-            new_results.append(result)
+            report.results.append(result)
             continue
+        report.declined.update(outcome.declined)
+        if not outcome.settled:
+            outcome.result.warnings.append(f"{result.path}: the fixes did not settle after {MAX_ROUNDS} rounds")
         if not outcome.changed:
-            new_results.append(result)
+            report.results.append(outcome.result)
             continue
-        diffs.append(outcome.diff())
-        fixed_count += len(outcome.applied)
+        report.diffs.append(FixResult(result.path, outcome.original, outcome.fixed).diff())
+        report.fixed_count += outcome.applied
         if not write:
-            new_results.append(result)
+            report.results.append(result)
+            continue
+        if sources and result.path in sources:
+            report.fixed_sources[result.path] = outcome.fixed
+        else:
+            try:
+                _write(result.path, outcome.fixed)
+            except OSError as error:
+                result.error = f"{result.path}: cannot write the fixes: {error.strerror or error}"
+                report.results.append(result)
+                continue
+        report.results.append(outcome.result)
+    return report
+
+
+def fixable_findings(results: list[FileResult], keep: Callable[[Finding], bool], settings: Settings,
+                     sources: dict[str, str] | None = None) -> set[Finding]:
+    """The kept findings ``--fix`` would fix in its first round (the ``[*]`` marker): a dry run. Raises
+    ``FixUnavailable`` without libcst."""
+    fixable: set[Finding] = set()
+    for result in results:
+        wanted = [f for f in result.findings if f.code in FIXABLE and keep(f)]
+        if not wanted:
             continue
         try:
-            _write(result.path, outcome.fixed)
-        except OSError as error:
-            result.error = f"{result.path}: cannot write the fixes: {error.strerror or error}"
-            new_results.append(result)
+            source = sources[result.path] if sources and result.path in sources else read_source(result.path)
+            fixable.update(fix_source(source, wanted, result.path, settings.extra_fa_wrappers).applied)
+        except FixUnavailable:
+            raise
+        except Exception:  # noqa: BLE001 - no marker for a file kvlint cannot rewrite; --fix will say why
             continue
-        relinted = lint_text(outcome.fixed, result.path, settings)
-        relinted.warnings = result.warnings
-        new_results.append(relinted)
-    return new_results, diffs, fixed_count
+    return fixable

@@ -4,7 +4,12 @@ flake8 hands over the file's lines; the engine parses them with astroid. flake8 
 do not parse (E999) and handles ``# noqa``, ``--select``, ``--extend-ignore`` and ``--per-file-ignores``.
 The plugin adds two options (command line or ``[flake8]`` in setup.cfg / tox.ini / .flake8):
 ``--kv-len-names`` and ``--extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``,
-several separated by commas or newlines). ``# kvlint: disable=...`` comments are honoured as in the CLI.
+several separated by commas or newlines). ``# kvlint: disable=...`` comments are honoured as in the CLI, and
+so is ``# noqa: kvl102`` in lower case (flake8 itself compares codes case-sensitively), unless flake8 runs
+with ``--disable-noqa``. A ``# kvlint:`` comment naming no rule is a warning on standard error.
+
+Columns are flake8's: plugins report the parser's column, which counts UTF-8 bytes (the kvlint command
+counts characters).
 """
 
 from __future__ import annotations
@@ -12,15 +17,16 @@ from __future__ import annotations
 import argparse
 import ast
 import gc
+import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from astroid import MANAGER
 
 from kvlint import __version__
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
-from kvlint.checks.engine import lint_source
+from kvlint.checks.engine import Unanalysable, lint_source
 from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
-from kvlint.frontends.suppression import read_suppressions
+from kvlint.frontends.suppression import read_suppressions, warn_about
 
 
 def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str], object]:
@@ -60,6 +66,7 @@ class Plugin:
     name = "kvlint"
     version = __version__
     settings: Settings = DEFAULT_SETTINGS
+    honour_noqa = True
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
         self.lines = lines
@@ -86,13 +93,21 @@ class Plugin:
             kv_len_names=tuple(names) if not isinstance(names, str) else parse_names(names, "--kv-len-names"),
             extra_fa_wrappers=dict(wrappers) if not isinstance(wrappers, str) else parse_wrappers(wrappers, ""),
         )
+        cls.honour_noqa = not getattr(options, "disable_noqa", False)
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         source = "".join(self.lines)
-        findings = lint_source(source, self.filename, self.settings)
+        try:
+            findings = lint_source(source, self.filename, self.settings)
+        except Unanalysable as skipped:
+            print(f"kvlint: warning: {skipped}", file=sys.stderr)
+            return
         _freeze_astroid_bootstrap()
-        if findings:
-            findings = read_suppressions(source).filter(findings, honour_noqa=False)
+        if findings or "kvlint:" in source.lower():
+            suppressions = read_suppressions(source)
+            for warning in warn_about(self.filename, suppressions):
+                print(f"kvlint: warning: {warning}", file=sys.stderr)
+            findings = suppressions.filter(findings, honour_noqa=self.honour_noqa)
         for finding in findings:
             if finding.code != "KVL000":
                 yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)

@@ -3,6 +3,10 @@
 
 ``text`` is not a stable surface; ``json``, ``github`` and ``sarif`` are. The SARIF log is shared by the
 CLI and by the pylint reporter (``kvlint.reporters.SarifReporter``), so both give the same results.
+
+Columns: findings carry the parser's columns, which count UTF-8 bytes (as pylint and flake8 report them).
+Every CLI format counts characters (code points) instead, 1-based, as editors and SARIF's
+``unicodeCodePoints`` do, so ``s = "注意力"; ...`` does not shift a finding by two columns per character.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvlint import __version__
@@ -24,18 +28,22 @@ from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
 FORMATS = ("text", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
+FIXABLE_MARK = "[*]"
+"""Marks a text finding that ``kvlint --fix`` would fix, as ruff does."""
 
 
-def format_text(finding: Finding) -> str:
-    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {finding.message} [{finding.symbol}]"
+def format_text(finding: Finding, fixable: bool = False) -> str:
+    mark = f"{FIXABLE_MARK} " if fixable else ""
+    return (f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {mark}{finding.message} "
+            f"[{finding.symbol}]")
 
 
-def render_text(findings: Iterable[Finding]) -> str:
-    return "".join(format_text(f) + "\n" for f in findings)
+def render_text(findings: Iterable[Finding], fixable: Collection[Finding] = ()) -> str:
+    return "".join(format_text(f, f in fixable) + "\n" for f in findings)
 
 
-def render_json(findings: Iterable[Finding]) -> str:
-    return json.dumps([f.to_json() for f in findings], indent=2) + "\n"
+def render_json(findings: Iterable[Finding], fixable: Collection[Finding] = ()) -> str:
+    return json.dumps([{**f.to_json(), "fixable": f in fixable} for f in findings], indent=2) + "\n"
 
 
 # --- GitHub Actions workflow commands ---------------------------------------------------------------------
@@ -89,6 +97,10 @@ class SourceLines:
     def __init__(self) -> None:
         self._cache: dict[str, list[str]] = {}
 
+    def remember(self, path: str, text: str) -> None:
+        """The text of ``path`` when it is not a file on disk (standard input)."""
+        self._cache[path] = text.splitlines()
+
     def line(self, path: str, number: int) -> str | None:
         if path not in self._cache:
             try:
@@ -102,10 +114,18 @@ class SourceLines:
 
 
 def _code_point_column(line: str | None, byte_column: int) -> int:
-    """ast/astroid columns count UTF-8 bytes; SARIF counts code points (1-based on output)."""
+    """ast/astroid columns count UTF-8 bytes; the CLI's formats and SARIF count code points."""
     if line is None:
         return byte_column
     return len(line.encode("utf-8")[:byte_column].decode("utf-8", "ignore"))
+
+
+def in_characters(finding: Finding, lines: SourceLines) -> Finding:
+    """``finding`` with its columns counted in characters of its lines."""
+    start = lines.line(finding.path, finding.line)
+    end = start if finding.end_line == finding.line else lines.line(finding.path, finding.end_line)
+    return replace(finding, column=_code_point_column(start, finding.column),
+                   end_column=_code_point_column(end, finding.end_column))
 
 
 @dataclass(frozen=True)
@@ -240,22 +260,30 @@ class SarifLog:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
 
-def render_sarif(findings: Iterable[Finding], errors: Sequence[str] = (), root: Path | None = None) -> str:
-    log = SarifLog(root=root or repository_root())
+def render_sarif(findings: Iterable[Finding], errors: Sequence[str] = (), root: Path | None = None,
+                 lines: SourceLines | None = None) -> str:
+    log = SarifLog(root=root or repository_root(), _lines=lines or SourceLines())
     for finding in findings:
         log.add_finding(finding)
     log.notifications.extend(errors)
     return log.render()
 
 
-def render(fmt: str, findings: Sequence[Finding], errors: Sequence[str] = ()) -> str:
-    if fmt == "json":
-        return render_json(findings)
-    if fmt == "github":
-        return render_github(findings)
+def render(fmt: str, findings: Sequence[Finding], errors: Sequence[str] = (), lines: SourceLines | None = None,
+           fixable: Collection[Finding] = ()) -> str:
+    """The report in ``fmt``. ``lines`` reads the linted files' lines for the character columns (pre-filled for
+    text that is not a file); ``fixable``: the findings ``--fix`` would fix."""
+    lines = lines or SourceLines()
     if fmt == "sarif":
-        return render_sarif(findings, errors)
-    return render_text(findings)
+        return render_sarif(findings, errors, lines=lines)
+    fixable = set(fixable)
+    shown = [in_characters(f, lines) for f in findings]
+    marked = {character for character, finding in zip(shown, findings) if finding in fixable}
+    if fmt == "json":
+        return render_json(shown, marked)
+    if fmt == "github":
+        return render_github(shown)
+    return render_text(shown, marked)
 
 
 def statistics(findings: Iterable[Finding]) -> str:

@@ -6,6 +6,7 @@ A file's result has its findings after its own suppression comments (``kvlint.fr
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import os
 import stat
@@ -16,14 +17,16 @@ from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
-from kvlint.checks.engine import lint_source, syntax_error
-from kvlint.frontends.suppression import read_suppressions
+from kvlint.checks.engine import Unanalysable, cpython_refusal, lint_source, syntax_error
+from kvlint.frontends.suppression import read_suppressions, warn_about
 
-SKIPPED_DIRECTORIES = frozenset({
-    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "env", "__pycache__", "build", "dist",
-    "node_modules", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages",
-})
-"""Folders never entered when recursing (explicitly named paths are always linted)."""
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".git", ".hg", ".svn", ".bzr", ".tox", ".nox", ".venv", "venv", ".env", "env", "__pycache__", "build", "dist",
+    "node_modules", ".eggs", "*.egg-info", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages",
+)
+"""Folders not entered when searching a folder (``exclude`` replaces them, ``extend-exclude`` adds to them). A
+folder that is a Python package (it has an ``__init__.py``) is entered even when its name is on this list, so
+``mypkg/env/`` and ``mypkg/build/`` are linted; a top-level ``build/`` output folder is not."""
 
 
 @dataclass
@@ -36,42 +39,145 @@ class FileResult:
     """Messages naming the file and line of suppression comments that name no kvlint rule."""
 
 
-def discover(paths: Iterable[str]) -> Iterator[str]:
-    """Python files under ``paths``, in a stable order, skipping VCS folders and virtualenvs."""
+@dataclass(frozen=True)
+class Pattern:
+    """One exclusion pattern. Without ``/`` it is matched against a path's name (``build``, ``*_pb2.py``); with
+    ``/`` against the path relative to ``root`` (the configuration file's folder, or the current folder for
+    the command line)."""
+
+    glob: str
+    root: str = "."
+    spares_packages: bool = False
+    """The default names leave Python packages (folders with an ``__init__.py``) alone."""
+
+    def matches(self, path: str, name: str, is_package: bool) -> bool:
+        """``name``: the last component of ``path``."""
+        if is_package and self.spares_packages:
+            return False
+        glob = self.glob.replace(os.sep, "/").removeprefix("./").rstrip("/")
+        if "/" not in glob:
+            return fnmatch.fnmatchcase(name, glob)
+        relative = os.path.relpath(os.path.abspath(path), os.path.abspath(self.root)).replace(os.sep, "/")
+        return fnmatch.fnmatchcase(relative, glob) or fnmatch.fnmatchcase(relative, glob + "/*")
+
+
+DEFAULT_PATTERNS = tuple(Pattern(name, spares_packages=True) for name in DEFAULT_EXCLUDE)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Which paths a folder search leaves out."""
+
+    patterns: tuple[Pattern, ...] = DEFAULT_PATTERNS
+
+    def excludes(self, path: str, is_package: bool = False) -> bool:
+        """Whether the walk leaves out ``path``, a folder or file it found (its parents were entered)."""
+        name = os.path.basename(os.path.normpath(path))
+        return any(pattern.matches(path, name, is_package) for pattern in self.patterns)
+
+    def excludes_any_part(self, path: str) -> bool:
+        """Whether ``path``, named on the command line, or any folder above it is excluded (``--force-exclude``)."""
+        parts = os.path.normpath(path).split(os.sep)
+        for end in range(1, len(parts) + 1):
+            prefix = os.sep.join(parts[:end]) or os.sep
+            if self.excludes(prefix, os.path.isfile(os.path.join(prefix, "__init__.py"))):
+                return True
+        return False
+
+
+def _is_virtualenv(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, "pyvenv.cfg")) or os.path.isdir(os.path.join(folder, "conda-meta"))
+
+
+def _is_lock_file(name: str) -> bool:
+    """Editor lock files (Emacs's ``.#module.py``, a symlink to nowhere) are not Python files."""
+    return name.startswith(".#")
+
+
+def discover(paths: Iterable[str], exclusion: Exclusion = Exclusion(), force_exclude: bool = False) -> Iterator[str]:
+    """Python files under ``paths``, in a stable order, each once (however it was named), leaving out excluded
+    folders and files, virtualenvs (by their ``pyvenv.cfg``) and editor lock files. A file named on the command
+    line is linted even when excluded, unless ``force_exclude``."""
+    seen: set[str] = set()
+
+    def first_time(path: str) -> bool:
+        key = os.path.realpath(path)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     for path in paths:
+        if force_exclude and exclusion.excludes_any_part(path):
+            continue
         if not os.path.isdir(path):
-            yield path
+            if first_time(path):
+                yield path
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(
                 d for d in dirs
-                if d not in SKIPPED_DIRECTORIES and not d.endswith(".egg-info")
-                and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+                if not _is_virtualenv(os.path.join(root, d))
+                and not exclusion.excludes(os.path.join(root, d), os.path.isfile(os.path.join(root, d, "__init__.py")))
             )
             for name in sorted(files):
-                if name.endswith((".py", ".pyi")):
-                    yield os.path.join(root, name)
+                full = os.path.join(root, name)
+                if (name.endswith((".py", ".pyi")) and not _is_lock_file(name) and not exclusion.excludes(full)
+                        and first_time(full)):
+                    yield full
 
 
 def read_source(path: str) -> str:
-    """The file's text, decoded as Python decodes it (PEP 263 coding cookie, else UTF-8)."""
+    """The file's text, decoded as Python decodes it (PEP 263 coding cookie, else UTF-8).
+
+    CPython's compiler does not decode comments: a file that declares UTF-8 (or nothing) and holds GBK
+    bytes in a comment imports and runs. When the strict decoding fails and CPython still compiles the
+    bytes, the undecodable bytes (inside comments, then) are replaced and the file is linted; otherwise
+    the decoding error is raised.
+    """
     mode = os.stat(path).st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise OSError("not a regular file")  # a FIFO or a device would block, or never end
     with open(path, "rb") as handle:
-        raw = handle.read()
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)  # reads at most two lines
-    return raw.decode(encoding)
+        return decode_source(handle.read(), path)
 
 
 def lint_text(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
-    """Lint one file's text and apply its suppression comments."""
+    """Lint one file's text and apply its suppression comments (a ``# kvlint:`` comment naming no rule is a
+    warning even when the file has no finding)."""
     findings = lint_source(source, path, settings)
-    if not findings:
+    if not findings and "kvlint:" not in source.lower():
         return FileResult(path)
     suppressions = read_suppressions(source)
-    warnings = [f"{path}:{line}: {message}" for line, message in suppressions.problems]
-    return FileResult(path, suppressions.filter(findings), warnings=warnings)
+    return FileResult(path, suppressions.filter(findings), warnings=warn_about(path, suppressions))
+
+
+def decode_source(raw: bytes, path: str) -> str:
+    """Bytes decoded as Python decodes a module (PEP 263 coding cookie, else UTF-8); undecodable bytes that
+    CPython's compiler accepts (they are in comments) are replaced, otherwise the decoding error is raised."""
+    encoding = "utf-8"
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)  # reads at most two lines
+        return raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError):
+        if cpython_refusal(raw, path) is not None:
+            raise
+    return raw.decode(encoding, errors="replace")
+
+
+def lint_bytes(raw: bytes, path: str, settings: Settings = DEFAULT_SETTINGS) -> tuple[FileResult, str | None]:
+    """Lint text that is not read from ``path`` (standard input shown as ``path``); returns the result and the
+    decoded text (None when it cannot be decoded)."""
+    try:
+        source = decode_source(raw, path)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        return FileResult(path, [syntax_error(path, 1, 0, f"cannot decode the input: {error}")]), None
+    try:
+        return lint_text(source, path, settings), source
+    except Unanalysable as skipped:
+        return FileResult(path, warnings=[str(skipped)]), source
+    except Exception as error:  # noqa: BLE001 - an internal error is reported, never a traceback
+        return FileResult(path, error=f"{path}: internal error: {type(error).__name__}: {error}"), source
 
 
 def lint_file(path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
@@ -88,12 +194,19 @@ def lint_file(path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
         return FileResult(path, [syntax_error(path, 1, 0, f"cannot decode the file: {error}")])
     try:
         return lint_text(source, path, settings)
+    except Unanalysable as skipped:
+        return FileResult(path, warnings=[str(skipped)])
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         return FileResult(path, error=f"{path}: internal error: {type(error).__name__}: {error}")
 
 
-def run(paths: Sequence[str], settings: Settings = DEFAULT_SETTINGS, jobs: int = 1) -> list[FileResult]:
-    files = list(discover(paths))
+def run(paths: Sequence[str], settings: Settings = DEFAULT_SETTINGS, jobs: int = 1,
+        exclusion: Exclusion = Exclusion(), force_exclude: bool = False) -> list[FileResult]:
+    files = list(discover(paths, exclusion, force_exclude))
+    return lint_files(files, settings, jobs)
+
+
+def lint_files(files: Sequence[str], settings: Settings = DEFAULT_SETTINGS, jobs: int = 1) -> list[FileResult]:
     if jobs > 1 and len(files) > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             return list(pool.map(lint_file, files, [settings] * len(files), chunksize=8))

@@ -1,0 +1,51 @@
+"""The layout an operator call names against the axis order the code proves (KVL114).
+
+Facts: docs/operators/fused_infer_attention.md#fia-c1 (the layouts and the query rank) and the
+``kvlint.analysis.axes`` axis orders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.finding import Issue
+from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION
+
+ROLE_NAMES = {"B": "batch", "S": "sequence", "N": "heads", "D": "head dim"}
+NAMED_ORDERS = frozenset({"BSND", "BNSD"})
+"""Axis orders that are a layout of their own, proposed as the fix."""
+
+
+def check_layout_axes(site: CallSite) -> Iterator[Issue]:
+    """KVL114: ``input_layout`` says in which order the query's axes come (BSND: batch, sequence, heads, head
+    dim). A query the code unpacked or built in another order (``B, N, S, D = q.shape``;
+    ``x.view(b, s, n, d).transpose(1, 2)`` is BNSD) is read with heads and sequence swapped: the call raises on
+    the head count, or attends along the wrong axis when the two sizes agree. Key and value are judged too,
+    except in paged attention (``block_table``), whose cache has a layout of its own."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA:
+        return
+    tensors = ("query",) if site.argument("block_table") is not None else ("query", "key", "value")
+    for layout in site.values("input_layout"):
+        text = layout.value.const
+        if not isinstance(text, str):
+            continue
+        letters = text.upper().split("_")[0]
+        for name in tensors:
+            for alt in site.values(name, layout.path):
+                axes = alt.value.axes
+                if axes is None or len(axes) != len(letters):
+                    continue
+                swapped = [i for i, (role, letter) in enumerate(zip(axes, letters))
+                           if role in ("S", "N") and letter in ("S", "N") and role != letter]
+                if not swapped:
+                    continue
+                axis = swapped[0]
+                order = "".join(role or "?" for role in axes)
+                fix = f"pass input_layout='{order}'" if order in NAMED_ORDERS else "transpose it to the layout's order"
+                yield Issue("KVL114", site.anchor("input_layout"),
+                            f"input_layout '{text}' reads axis {axis} of the {name} as the "
+                            f"{ROLE_NAMES[letters[axis]]}, but the code gives the {name} the axis order "
+                            f"({', '.join(role or '?' for role in axes)}), axis {axis} the "
+                            f"{ROLE_NAMES[axes[axis]]}: heads and sequence are swapped; {fix}")
+                return

@@ -1,0 +1,125 @@
+"""KVL000 only where CPython itself refuses the file.
+
+Two kinds of files CPython runs used to get an unsuppressible KVL000:
+- a file that declares UTF-8 (or nothing) and holds GBK bytes in a comment: CPython's compiler does not
+  decode comments, so ``import`` and ``python file.py`` (with the cookie) run it; kvlint lints it;
+- valid code nested deeper than astroid's recursion limit (a generated 2,500-term sum): CPython compiles
+  it; kvlint skips it with a warning naming the file.
+A file CPython refuses (GBK bytes in a string literal, a 5,000-term sum) keeps its KVL000.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvlint.frontends.runner import lint_file
+from tests.frontends import run_cli, run_flake8
+
+CALL = "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, input_layuot='BSND')\n"
+"""One KVL101 (``input_layuot``), on the last line of the files below."""
+
+
+def _gbk_comment_file() -> bytes:
+    return (b"# coding=utf-8\n" + "# 计算注意力 (GBK comment)\n".encode("gbk") + b"import torch_npu\n\n\n"
+            + b"def attend(q, k, v):  # " + "返回".encode("gbk") + b"\n" + CALL.encode())
+
+
+def _deep_sum_file(terms: int) -> bytes:
+    return ("import torch_npu\n\nTABLE = " + " + ".join(["1"] * terms) + "\n\n\ndef attend(q, k, v):\n"
+            + CALL).encode()
+
+
+def _last_line(path: Path) -> int:
+    return path.read_bytes().count(b"\n")
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    contents = {
+        "gbk_comment.py": _gbk_comment_file(),
+        "gbk_comment_no_cookie.py": _gbk_comment_file().split(b"\n", 1)[1],
+        "gbk_string.py": b"# coding=utf-8\nimport torch_npu\n\nNAME = '" + "注意力".encode("gbk") + b"'\n",
+        "deep_sum.py": _deep_sum_file(2500),
+        "too_deep_for_cpython.py": _deep_sum_file(5000),
+    }
+    paths = {}
+    for name, content in contents.items():
+        paths[name] = tmp_path / name
+        paths[name].write_bytes(content)
+    return paths
+
+
+def test_cpython_runs_the_files_kvlint_must_lint(files: dict[str, Path]) -> None:
+    """The premise, checked on this interpreter: CPython compiles the GBK-comment and 2,500-term files and
+    refuses the GBK string and the 5,000-term sum."""
+    for name in ("gbk_comment.py", "gbk_comment_no_cookie.py", "deep_sum.py"):
+        compile(files[name].read_bytes(), name, "exec", dont_inherit=True)
+    for name in ("gbk_string.py", "too_deep_for_cpython.py"):
+        with pytest.raises((SyntaxError, RecursionError)):
+            compile(files[name].read_bytes(), name, "exec", dont_inherit=True)
+    ran = subprocess.run([sys.executable, "-c", "import gbk_comment"], cwd=files["gbk_comment.py"].parent,
+                         capture_output=True, text=True, check=False)
+    assert "SyntaxError" not in ran.stderr, ran.stderr
+
+
+def test_gbk_bytes_in_a_comment_are_linted(files: dict[str, Path]) -> None:
+    for name in ("gbk_comment.py", "gbk_comment_no_cookie.py"):
+        result = lint_file(str(files[name]))
+        assert result.error is None
+        assert [(f.line, f.code) for f in result.findings] == [(_last_line(files[name]), "KVL101")], name
+
+
+def test_the_cli_and_flake8_lint_a_gbk_comment_file(files: dict[str, Path]) -> None:
+    """(pylint reads files itself and reports its own parse-error on them before any plugin runs.)"""
+    path = files["gbk_comment.py"]
+    assert run_cli([path]) == [(str(path), _last_line(path), "KVL101")]
+    assert run_flake8([path]) == [(str(path), _last_line(path), "KVL101")]
+
+
+def test_files_cpython_refuses_keep_their_kvl000(files: dict[str, Path]) -> None:
+    for name in ("gbk_string.py", "too_deep_for_cpython.py"):
+        [finding] = lint_file(str(files[name])).findings
+        assert finding.code == "KVL000", name
+
+
+def test_a_deep_valid_file_is_skipped_with_a_warning_naming_it(files: dict[str, Path]) -> None:
+    path = files["deep_sum.py"]
+    result = lint_file(str(path))
+    assert result.findings == [] and result.error is None
+    assert result.warnings == [f"{path}: skipped: valid Python nested deeper than kvlint's parser can follow"]
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", str(path)],
+                         capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stdout) == (0, "")
+    assert f"kvlint: warning: {path}: skipped" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_flake8_skips_a_deep_valid_file_with_a_warning(files: dict[str, Path]) -> None:
+    """(pyflakes itself fails on such a file; under pylint, astroid fails before any plugin runs and
+    pylint reports its own astroid-error.)"""
+    path = files["deep_sum.py"]
+    out = subprocess.run([sys.executable, "-m", "flake8", "--select", "KVL", str(path)],
+                         capture_output=True, text=True, check=False)
+    assert "KVL" not in out.stdout
+    assert f"kvlint: warning: {path}: skipped" in out.stderr
+
+
+def test_pylint_front_end_skips_a_module_it_cannot_walk_with_a_warning(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """pylint hands over a tree astroid built; if walking it exceeds the recursion limit, the kvlint checker
+    warns naming the module and reports nothing, instead of crashing pylint's run."""
+    from astroid import MANAGER
+    from astroid.builder import AstroidBuilder
+
+    from checkers import families
+
+    def too_deep(module, path, settings):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(families, "analyze", too_deep)
+    module = AstroidBuilder(MANAGER).string_build("import torch_npu\n", modname="deep", path="deep_module.py")
+    assert families.module_findings(module) == []
+    assert "deep_module.py: skipped: valid Python nested deeper" in capsys.readouterr().err

@@ -1,0 +1,115 @@
+"""Packaging: the core needs only the analysis engine (pylint, flake8, libcst and torch are extras), the license
+is the real Apache-2.0 text, and the sdist holds what the test suite needs: the installed wheel passes the
+front-end tests run from the unpacked sdist."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from kvlint.catalogue.project import DISTRIBUTION
+from tests.conftest import ROOT
+
+REQUIREMENTS = [Requirement(text) for text in importlib.metadata.requires(DISTRIBUTION) or []]
+
+
+def _extra(requirement: Requirement) -> str | None:
+    for extra in ("pylint", "flake8", "fix", "probe", "test"):
+        if requirement.marker is not None and requirement.marker.evaluate({"extra": extra}) \
+                and not requirement.marker.evaluate({"extra": ""}):
+            return extra
+    return None
+
+
+def test_the_core_needs_only_the_analysis_engine() -> None:
+    core = {r.name for r in REQUIREMENTS if _extra(r) is None}
+    assert core == {"astroid", "tomli"}  # tomli only on Python < 3.11
+    by_extra = {(r.name, _extra(r)) for r in REQUIREMENTS}
+    assert {("pylint", "pylint"), ("flake8", "flake8"), ("libcst", "fix"), ("torch", "probe")} <= by_extra
+
+
+def test_the_declared_floors_are_the_versions_ci_tests_as_the_oldest() -> None:
+    pins = {}
+    for line in (ROOT / ".ci" / "oldest-constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name] = version
+    floors = {r.name: str(s.version) for r in REQUIREMENTS for s in r.specifier if s.operator == ">="}
+    assert {name: floors[name] for name in pins} == {"astroid": "3.0", "pylint": "3.0", "flake8": "3.8",
+                                                     "libcst": "1.1"}
+    for name, version in pins.items():
+        assert version.startswith(floors[name] + "."), (name, version, floors[name])
+
+
+def test_the_command_and_the_flake8_plugin_run_without_pylint_installed(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("import torch_npu\n\n\ndef f(q, k, v):\n"
+                                   "    return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_heads=8, "
+                                   "softmax_scale=0.1)\n")
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pylint', 'torch', 'torch_npu', 'libcst'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from kvlint.frontends.cli import main\n"
+        "import kvlint.frontends.flake8_plugin\n"
+        "code = main(['--isolated', 'm.py'])\n"
+        "assert not {'pylint', 'torch', 'libcst'} & set(sys.modules)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "KVL102" in done.stdout and "Traceback" not in done.stderr
+    assert "install libcst" in done.stderr  # no [*] marker without the fix extra, and it says why
+
+
+def test_the_license_is_the_apache_2_0_text_the_metadata_names() -> None:
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply the Apache License" in text
+    assert importlib.metadata.metadata(DISTRIBUTION)["License"] == "Apache-2.0"
+
+
+def _build_sdist(target: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(target), str(ROOT)],
+                   check=True, capture_output=True, timeout=600)
+    [archive] = target.glob("*.tar.gz")
+    return archive
+
+
+@pytest.mark.slow
+def test_the_sdist_carries_every_file_of_the_repository(tmp_path: Path) -> None:
+    """Fixtures, conftest, data, probe fixtures, tests/frontends.py, docs/, examples/, the hooks, the license."""
+    archive = _build_sdist(tmp_path)
+    with tarfile.open(archive) as sdist:
+        members = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    for needed in ("tests/conftest.py", "tests/frontends.py", "tests/fixtures/KVL201/flagged_float_masks.py",
+                   "tests/data/sarif/sarif-schema-2.1.0.json", "tests/probe_fixtures/standin.py",
+                   "docs/operators/fused_infer_attention.md", "docs/semantics.md", "docs/rules/KVL201.md",
+                   "examples/run.py", ".pre-commit-hooks.yaml", "LICENSE", ".ci/oldest-constraints.txt"):
+        assert needed in members, needed
+    if shutil.which("git") and (ROOT / ".git").exists():
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+        missing = {path for path in tracked.stdout.splitlines() if path != ".gitignore"} - members
+        assert not missing
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_passes_the_front_end_tests_run_from_the_sdist() -> None:
+    """scripts/test-installed with the newest versions, on the tests that read the sdist's data (fixtures, rule
+    pages, SARIF schema) and the wheel's entry points; CI runs all its front-end tests with the oldest versions
+    (.ci/run)."""
+    tests = ["tests/test_fixtures.py", "tests/test_docs.py", "tests/test_sarif.py", "tests/test_entry_points.py"]
+    done = subprocess.run([str(ROOT / "scripts" / "test-installed"), "", *tests], capture_output=True, text=True,
+                          timeout=1800)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout
