@@ -455,19 +455,18 @@ def bsh_decode_contiguous_cache() -> Args:
         "actual_seq_lengths_kv": [33, 33], "antiquant_mode": 0, "antiquant_scale": None}  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("op", "args", "warned"),
-    [
-        (FIA_V2, gpt_oss_sliding_prefill, {"KVL531"}),  # D = 64 with GQA: not in FIA-C55's list, run on devices
-        (FIA_V2, qwen3_paged_tnd_decode, set()),
-        (FIA_V2, deepseek_mla_tnd_ntd_decode, set()),
-        (FIA_V1, deepseek_mla_ntd_tnd_prefill, set()),
-        (FIA_V1, nano_vllm_bnsd_paged_decode, set()),
-        (IFA, ifa_heads_major_decode, set()),
-        (FIA_V1, bsh_decode_contiguous_cache, set()),
-    ],
-    ids=lambda value: getattr(value, "__name__", None),
-)
+PUBLIC_CALLS = [
+    (FIA_V2, gpt_oss_sliding_prefill, {"KVL531"}),  # D = 64 with GQA: not in FIA-C55's list, run on devices
+    (FIA_V2, qwen3_paged_tnd_decode, set()),
+    (FIA_V2, deepseek_mla_tnd_ntd_decode, set()),
+    (FIA_V1, deepseek_mla_ntd_tnd_prefill, set()),
+    (FIA_V1, nano_vllm_bnsd_paged_decode, set()),
+    (IFA, ifa_heads_major_decode, set()),
+    (FIA_V1, bsh_decode_contiguous_cache, set()),
+]
+
+
+@pytest.mark.parametrize(("op", "args", "warned"), PUBLIC_CALLS, ids=[c[1].__name__ for c in PUBLIC_CALLS])
 def test_the_calls_public_programs_make_are_computed(op: str, args: Callable[[], Args], warned: set[str],
                                                       torch_npu) -> None:
     """The attention calls of public programs run under the emulator (issue 14's drivers recorded their
