@@ -1,7 +1,9 @@
 """Checks of one live call's arguments, one function per rule code; each returns a message or None.
 
 The static rules that apply to live values keep their codes (KVL1xx-3xx); the runtime-only ones are
-KVL503-KVL508. A check that needs a value it cannot read (meta or fake tensors) stays silent.
+KVL503-KVL508, the documented operator constraints KVL520-KVL535 (one code per rule of the table in
+``kvlint.runtime_probe.reference.constraints``, which the emulator enforces too) and the scalars passed as
+tensors KVL536/KVL537. A check that needs a value it cannot read (meta or fake tensors) stays silent.
 
 Two tables, by what a check reads:
 
@@ -306,6 +308,155 @@ def duplicate_slots(call: LiveCall) -> str | None:
     return None
 
 
+# The documented constraints (kvlint.runtime_probe.reference.constraints), one code each. Each reads only
+# the call's metadata (dtypes, shapes, keyword set, scalar ints and strings): a pure function of its
+# signature, so its result may be cached per signature.
+
+
+def _constraint(call: LiveCall, code: str) -> str | None:
+    violation = call.constraint_violations.get(code)
+    return None if violation is None else str(violation)
+
+
+def layout_query_length(call: LiveCall) -> str | None:
+    """KVL520: BNSD_BSND needs Q_S > 1, BNSD_NBSD 1 < Q_S <= 16 (FIA-C2, FIA-C3)."""
+    return _constraint(call, "KVL520")
+
+
+def learnable_sink(call: LiveCall) -> str | None:
+    """KVL521: the sink only with TND/NTD_TND, value D <= 128, bf16 (Q_N,), no pse or quantisation (FIA-C70)."""
+    return _constraint(call, "KVL521")
+
+
+def mla_head_dim(call: LiveCall) -> str | None:
+    """KVL522: the MLA query head dim is 128 or 512 (FIA-C48)."""
+    return _constraint(call, "KVL522")
+
+
+def antiquant_mode(call: LiveCall) -> str | None:
+    """KVL523: equal K/V modes except (0, 1), only 0/1 for Q_S > 1 (FIA-C61); combined mode 0/1 at Q_S = 1,
+    a float16 combined scale for Q_S > 1 (FIA-C64)."""
+    return _constraint(call, "KVL523")
+
+
+def antiquant_mode_ignored(call: LiveCall) -> str | None:
+    """KVL524 (warning): the combined antiquant_mode has no effect with Q_S > 1 (FIA-C64)."""
+    return _constraint(call, "KVL524")
+
+
+def inner_precise(call: LiveCall) -> str | None:
+    """KVL525: inner_precise 0-3, only 0/1 at Q_S = 1 (FIA-C56); IFA 0/1 (IFA-C15)."""
+    return _constraint(call, "KVL525")
+
+
+def mask_shape_undocumented(call: LiveCall) -> str | None:
+    """KVL526 (warning): an atten_mask shape FIA does not document for modes 0/1 (FIA-C21)."""
+    return _constraint(call, "KVL526")
+
+
+def paged_cache_layout(call: LiveCall) -> str | None:
+    """KVL527: the heads-major cache only with a BNSD/TND query (FIA-C41; IFA-C10: BNSD)."""
+    return _constraint(call, "KVL527")
+
+
+def paged_cache_undocumented(call: LiveCall) -> str | None:
+    """KVL528 (warning): a tokens-major 4-D cache, which no FIA/IFA page documents (FIA-C41, IFA-C10)."""
+    return _constraint(call, "KVL528")
+
+
+def block_size(call: LiveCall) -> str | None:
+    """KVL529: block_size by query length, layout, MLA and KV dtype (FIA-C36 to FIA-C39, IFA-C12)."""
+    return _constraint(call, "KVL529")
+
+
+def paged_prefill_antiquant(call: LiveCall) -> str | None:
+    """KVL530: paged attention with Q_S > 1 takes no int8 cache or antiquant (FIA-C43)."""
+    return _constraint(call, "KVL530")
+
+
+def tnd_head_dims(call: LiveCall) -> str | None:
+    """KVL531 (warning): head dims outside the (Q_D, K_D, V_D) combinations the TND layouts document (FIA-C55)."""
+    return _constraint(call, "KVL531")
+
+
+def axis_limit(call: LiveCall) -> str | None:
+    """KVL532: batch, head count and head dim limits (FIA-C9, FIA-C15, IFA-C5, PFA-C12)."""
+    return _constraint(call, "KVL532")
+
+
+def kv_rank(call: LiveCall) -> str | None:
+    """KVL533: value rank as the eager FIA code checks it (FIA-C8); IFA ranks and K/V shapes (IFA-C4)."""
+    return _constraint(call, "KVL533")
+
+
+def pse_shift(call: LiveCall) -> str | None:
+    """KVL534: pse_shift dtype, decode head dim and layouts (FIA-C30 to FIA-C32, IFA-C8, PFA-C11)."""
+    return _constraint(call, "KVL534")
+
+
+def negative_band(call: LiveCall) -> str | None:
+    """KVL535: negative pre/next tokens with an int8 output (FIA-C27), npu_fusion_attention's edges (FA-C14)."""
+    return _constraint(call, "KVL535")
+
+
+# Scalars passed as tensors (docs/operators/dispatcher.md#dsp-t3, #dsp-t4).
+
+SCALAR_TYPES = {"int": "int", "SymInt": "int", "float": "float", "bool": "bool"}
+"""Schema scalar types (also optional, ``int?``) and the Python type to pass instead."""
+_SCALAR_PARAMS: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _scalar_params(call: LiveCall) -> dict[str, str]:
+    """Parameter name -> Python type of the scalar parameters of the call's overload; built once per overload."""
+    key = (call.op.name, call.op.overload)
+    if key not in _SCALAR_PARAMS:
+        _SCALAR_PARAMS[key] = {p.name: SCALAR_TYPES[p.type.rstrip("?")] for p in call.op.params
+                               if p.type.rstrip("?") in SCALAR_TYPES}  # fmt: skip
+    return _SCALAR_PARAMS[key]
+
+
+def _scalar_tensors(call: LiveCall) -> list[tuple[str, str, torch.Tensor]]:
+    """(name, Python type, tensor) of every one-element tensor passed for a scalar parameter (the dispatcher
+    converts those; a larger tensor raises)."""
+    return [(name, kind, value) for name, kind in _scalar_params(call).items()
+            if isinstance(value := call.args.get(name), torch.Tensor) and value.numel() == 1]  # fmt: skip
+
+
+def _truncated(kind: str, tensor: torch.Tensor, concrete: bool) -> float | None:
+    """The value of a float tensor passed for an int parameter when truncating it changes it (one host read)."""
+    if kind != "int" or not tensor.is_floating_point() or not concrete:
+        return None
+    value = float(tensor.reshape(()).item())
+    return value if value != int(value) else None
+
+
+def tensor_scalar_argument(call: LiveCall) -> str | None:
+    """KVL536 (warning): a tensor for an int/float/bool parameter is converted on the host on every call (a
+    device->host synchronisation on the NPU, frozen into a captured graph), a float one truncated for an int.
+    Metadata only; the one-element value is read only by KVL537."""
+    for name, kind, tensor in _scalar_tensors(call):
+        if _truncated(kind, tensor, call.concrete) is None:
+            truncates = kind == "int" and tensor.is_floating_point()
+            return (f"{name} is {'an' if kind == 'int' else 'a'} {kind} parameter but got a {tensor.dtype} tensor: "
+                    f"the dispatcher reads it on the host on every call (a device->host sync on the NPU; a "
+                    f"captured NPUGraph keeps the first value){', truncating a float toward zero' if truncates else ''}"
+                    f"; pass a Python {kind} (docs/operators/dispatcher.md#dsp-t4)")
+    return None
+
+
+def truncated_int_argument(call: LiveCall) -> str | None:
+    """KVL537: a non-integral float tensor for an int parameter runs with the value truncated toward zero
+    (``num_heads=torch.tensor(3.9)`` runs with 3 heads). Reads that one value on the host; the parameter and
+    tensor checks before it are metadata."""
+    for name, kind, tensor in _scalar_tensors(call):
+        value = _truncated(kind, tensor, call.concrete)
+        if value is not None:
+            return (f"{name}={value:g} (a {tensor.dtype} tensor) runs as {name}={int(value)}: the dispatcher "
+                    f"truncates a float tensor toward zero for an int parameter; pass a Python int "
+                    "(docs/operators/dispatcher.md#dsp-t4)")
+    return None
+
+
 SIGNATURE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
     "KVL106": layout,
     "KVL108": rope_pair,
@@ -314,6 +465,23 @@ SIGNATURE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
     "KVL203": mask_missing,
     "KVL301": block_table_dtype,
     "KVL506": head_shapes,
+    "KVL520": layout_query_length,
+    "KVL521": learnable_sink,
+    "KVL522": mla_head_dim,
+    "KVL523": antiquant_mode,
+    "KVL524": antiquant_mode_ignored,
+    "KVL525": inner_precise,
+    "KVL526": mask_shape_undocumented,
+    "KVL527": paged_cache_layout,
+    "KVL528": paged_cache_undocumented,
+    "KVL529": block_size,
+    "KVL530": paged_prefill_antiquant,
+    "KVL531": tnd_head_dims,
+    "KVL532": axis_limit,
+    "KVL533": kv_rank,
+    "KVL534": pse_shift,
+    "KVL535": negative_band,
+    "KVL536": tensor_scalar_argument,
 }
 """Checks that read only the call's signature; run once per call site and signature."""
 VALUE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
@@ -321,5 +489,6 @@ VALUE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
     "KVL503": seq_lengths,
     "KVL504": block_table,
     "KVL508": duplicate_slots,
+    "KVL537": truncated_int_argument,
 }
 """Checks that read lengths, block ids or slots; run on value-checked calls."""

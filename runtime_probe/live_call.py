@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
+from kvlint.runtime_probe.reference.constraints import Violation, violations
 
 from kvlint.catalogue.operators import (
     INFERENCE_ATTENTION,
@@ -145,6 +146,15 @@ class LiveCall:
         if isinstance(value, torch.Tensor):
             return [int(v) for v in value.reshape(-1).tolist()]
         return [int(v) for v in value]  # type: ignore[union-attr]
+
+    @cached_property
+    def constraint_violations(self) -> dict[str, Violation]:
+        """The first violated documented constraint per probe code (``reference.constraints``), found once
+        per call. Metadata only (shapes, dtypes, scalar arguments): a pure function of the call's signature."""
+        found: dict[str, Violation] = {}
+        for violation in violations(self.name, self.args):
+            found.setdefault(violation.constraint.code, violation)
+        return found
 
     @cached_property
     def host_block_table(self) -> torch.Tensor:

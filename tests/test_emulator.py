@@ -70,18 +70,18 @@ def test_attention_results_equal_the_reference(torch_npu: types.ModuleType) -> N
     common = {"num_heads": 4, "num_key_value_heads": 2, "actual_seq_lengths_kv": [9, 6]}
     fia = {**common, "scale": 0.3, "sparse_mode": 3, "atten_mask": TEMPLATE, "softmax_lse_flag": True}
     decode = {"num_heads": 4, "num_key_value_heads": 2, "actual_seq_lengths": [9, 6]}
+    tnd = (torch.randn(7, 4, 64), torch.randn(12, 4, 64), torch.randn(12, 4, 64))  # the sink needs TND (FIA-C70)
+    sink = {"num_query_heads": 4, "softmax_scale": 0.3, "input_layout": "TND", "actual_seq_qlen": [3, 7],
+            "actual_seq_kvlen": [5, 12], "learnable_sink": torch.ones(4, dtype=torch.bfloat16),
+            "return_softmax_lse": True}  # fmt: skip
     for got, want in (
         (
             torch_npu.npu_fused_infer_attention_score(q, k, v, **fia),
             reference.fused_infer_attention_score(q, k, v, **fia),
         ),
         (
-            torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=4, num_key_value_heads=2,
-                                                         softmax_scale=0.3, actual_seq_kvlen=[9, 6],
-                                                         learnable_sink=torch.ones(4), return_softmax_lse=True),
-            reference.fused_infer_attention_score_v2(q, k, v, num_query_heads=4, num_key_value_heads=2,
-                                                     softmax_scale=0.3, actual_seq_kvlen=[9, 6],
-                                                     learnable_sink=torch.ones(4), return_softmax_lse=True),
+            torch_npu.npu_fused_infer_attention_score_v2(*tnd, **sink),
+            reference.fused_infer_attention_score_v2(*tnd, **sink),
         ),
         (
             (torch_npu.npu_prompt_flash_attention(q, k, v, atten_mask=torch.zeros(5, 9, dtype=torch.bool), **common),),
@@ -146,9 +146,10 @@ def test_refuses_to_shadow_an_installed_torch_npu(
 
 class TinyDecoderLayer(torch.nn.Module):
     """One attention layer as NPU model code writes it: paged KV cache written with torch_npu ops,
-    prefill through FIA v1 (bottom-right causal), decode through FIA v2 with a paged cache."""
+    prefill through FIA v1 (bottom-right causal), decode through FIA v2 with a paged cache. Paged prefill
+    needs a block_size that is a multiple of 128 (FIA-C36)."""
 
-    heads, kv_heads, dim, block = 4, 2, 8, 4
+    heads, kv_heads, dim, block = 4, 2, 8, 128
 
     def __init__(self, npu: types.ModuleType) -> None:
         super().__init__()
@@ -221,9 +222,9 @@ def test_torch_compile_traces_the_emulated_operators(torch_npu: types.ModuleType
         ("BSH", (2, 5, 32), (2, 7, 16), {}),
         ("BNSD_BSND", (2, 4, 5, 8), (2, 2, 7, 8), {}),
         ("BSND_NBSD", (2, 5, 4, 8), (2, 7, 2, 8), {}),
-        ("TND_NTD", (9, 4, 8), (12, 2, 8), {"actual_seq_lengths": [4, 9], "actual_seq_lengths_kv": [5, 12]}),
-        ("BSH", (2, 1, 32), (6, 4, 16), {"block_table": torch.tensor([[0, 1], [2, 3]], dtype=torch.int32),
-                                         "block_size": 4, "actual_seq_lengths_kv": [8, 5]}),
+        ("TND_NTD", (9, 4, 128), (12, 2, 128), {"actual_seq_lengths": [4, 9], "actual_seq_lengths_kv": [5, 12]}),
+        ("BSH", (2, 1, 32), (6, 16, 16), {"block_table": torch.tensor([[0, 1], [2, 3]], dtype=torch.int32),
+                                          "block_size": 16, "actual_seq_lengths_kv": [20, 5]}),
     ],
 )  # fmt: skip
 def test_fake_kernels_match_real_shapes(

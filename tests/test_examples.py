@@ -41,7 +41,7 @@ class Expected:
 
 BUGGY_EXAMPLES = {
     "v1_names_in_v2_kwargs.py": Expected({"KVL102": 2}, frozenset(), raises="RuntimeError"),
-    "float16_additive_mask.py": Expected({"KVL201": 1}, frozenset({"KVL201"})),
+    "float16_additive_mask.py": Expected({"KVL201": 1}, frozenset({"KVL201"}), raises="RuntimeError"),
     "square_mask_sparse3.py": Expected({"KVL202": 1}, frozenset({"KVL202"}), raises="ValueError"),
     "int64_block_table.py": Expected({"KVL301": 2}, frozenset({"KVL301"})),
     "kv_len_advanced_in_layer.py": Expected(
@@ -49,10 +49,11 @@ BUGGY_EXAMPLES = {
     ),
     "top_left_causal_over_cache.py": Expected({"KVL206": 1}, frozenset(), failing=(CHUNKED_CHECK,)),
 }
-"""The float16 mask and the int64 block table give right numbers on the emulator (it builds the causal
-geometry from the lengths and indexes with any integer dtype); the top-left causal mask is a valid call
-that only the model's own chunked-prefill check exposes. With kv_len advanced inside the layer, layer 1
-writes past what it reads (KVL509) and reads what nobody wrote (KVL510), which proves the drift (KVL505)."""
+"""The float16 mask raises at the first prefill, as on the device (FIA-C20: the 2048 template too must be
+bool/int8/uint8); the int64 block table gives right numbers on the emulator (it indexes with any integer
+dtype); the top-left causal mask is a valid call that only the model's own chunked-prefill check exposes.
+With kv_len advanced inside the layer, layer 1 writes past what it reads (KVL509) and reads what nobody
+wrote (KVL510), which proves the drift (KVL505)."""
 
 
 def _environment(**extra: str) -> dict[str, str]:

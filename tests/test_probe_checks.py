@@ -91,7 +91,7 @@ def test_decode_ignores_sparse_mode_but_checks_lengths_against_the_single_query_
 
 
 def test_varlen_lengths_must_be_cumulative_and_end_at_t():
-    q, k = torch.zeros(10, 4, 16), torch.zeros(10, 2, 16)
+    q, k = torch.zeros(10, 4, 128), torch.zeros(10, 2, 128)  # a head dim the TND layouts document (FIA-C55)
     tnd = dict(num_query_heads=4, num_key_value_heads=2, input_layout="TND", softmax_scale=0.25, sparse_mode=3,
                atten_mask=TEMPLATE)
     assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[4, 10], actual_seq_kvlen=[4, 10]) == set()
@@ -107,11 +107,14 @@ def test_paged_block_table_checks():
     assert check_codes(FIA_V1, query, cache, cache, block_table=table + 5, **paged) == {"KVL504"}
     assert check_codes(FIA_V1, query, cache, cache, block_table=table[:1], **paged) == {"KVL504"}
     assert check_codes(FIA_V1, query, cache, cache, block_table=table[0], **paged) == {"KVL504"}
-    assert check_codes(FIA_V1, query, cache, cache, block_table=table, **{**paged, "block_size": 8}) == {"KVL504"}
+    assert check_codes(FIA_V1, query, cache, cache, block_table=table, **{**paged, "block_size": 8}) == {
+        "KVL504", "KVL529"}  # too few blocks; and 8 is no multiple of 16 (FIA-C37)
     assert check_codes(FIA_V1, query, cache, cache, block_table=table.long(), **paged) == {"KVL301"}
-    four_d = torch.zeros(6, 2, 16, 16)  # [blocks, Nkv, block_size, D]
-    assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **paged) == set()
-    one_kv_head = {**paged, "num_key_value_heads": 1}
+    four_d = torch.zeros(6, 2, 16, 16)  # [blocks, Nkv, block_size, D], documented with a BNSD query (FIA-C41)
+    bnsd = {**paged, "input_layout": "BNSD"}
+    query = query.view(2, 1, 4, 16).transpose(1, 2)
+    assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **bnsd) == set()
+    one_kv_head = {**bnsd, "num_key_value_heads": 1}
     assert check_codes(FIA_V1, query, four_d, four_d, block_table=table, **one_kv_head) == {"KVL506"}
 
 
@@ -149,8 +152,8 @@ def test_lengths_of_prompts_packed_into_one_batch_row_are_kvl503(emulated):
 
 
 def test_tnd_lengths_are_cumulative_ends_without_a_leading_zero():
-    q, k = torch.zeros(10, 4, 16), torch.zeros(10, 2, 16)
-    tnd = dict(num_query_heads=4, num_key_value_heads=2, input_layout="TND", softmax_scale=0.25, sparse_mode=3,
+    q, k = torch.zeros(10, 4, 128), torch.zeros(10, 2, 128)  # a head dim the TND layouts document (FIA-C55)
+    tnd = dict(num_query_heads=4, num_key_value_heads=2, input_layout="TND", softmax_scale=0.088, sparse_mode=3,
                atten_mask=TEMPLATE)
     assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[0, 4, 10], actual_seq_kvlen=[4, 10]) == {"KVL503"}
     assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[4, 10], actual_seq_kvlen=[4, 9]) == {"KVL503"}

@@ -93,9 +93,9 @@ def test_a_prefill_over_the_fresh_keys_it_wrote_to_the_cache_is_kvl507(emulated)
 def test_a_chunked_prefill_over_a_paged_cache_without_a_mask_is_kvl507(emulated):
     """The second chunk of a prompt attends over the first chunk's blocks and its own: no mask."""
     running, torch_npu = emulated(compare=False)
-    cache = randn(4, 16, NKV * D)
+    cache = randn(4, 128, NKV * D)  # a Q_S > 1 paged call takes a block size that is a multiple of 128
     table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
-    torch_npu.npu_fused_infer_attention_score(randn(B, 8, NQ * D), cache, cache, block_table=table, block_size=16, actual_seq_lengths=[8, 8], actual_seq_lengths_kv=[24, 20], num_heads=NQ, num_key_value_heads=NKV, input_layout="BSH", scale=D**-0.5)  # noqa: E501  # chunk
+    torch_npu.npu_fused_infer_attention_score(randn(B, 8, NQ * D), cache, cache, block_table=table, block_size=128, actual_seq_lengths=[8, 8], actual_seq_lengths_kv=[24, 20], num_heads=NQ, num_key_value_heads=NKV, input_layout="BSH", scale=D**-0.5)  # noqa: E501  # chunk
     (finding,) = running.recorder.findings.values()
     assert finding.code == "KVL507" and finding.line == marked_line(THIS, "chunk")
     assert finding.message.startswith("8 query tokens over 24 keys")

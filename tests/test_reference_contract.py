@@ -91,7 +91,6 @@ def test_dtypes_follow_the_query_and_lse_is_float32_or_empty() -> None:
         (fused_infer_attention_score, "dequant_scale1", torch.ones(1)),
         (fused_infer_attention_score, "query_padding_size", torch.zeros(1, dtype=torch.long)),
         (fused_infer_attention_score, "kv_padding_size", torch.zeros(1, dtype=torch.long)),
-        (fused_infer_attention_score, "antiquant_mode", 2),
         (fused_infer_attention_score_v2, "quant_scale_out", torch.ones(1)),
         (fused_infer_attention_score_v2, "dequant_scale_query", torch.ones(1)),
         (fused_infer_attention_score_v2, "query_quant_mode", 3),
@@ -114,12 +113,26 @@ def test_unimplemented_antiquant_granularities_are_refused() -> None:
     with pytest.raises(NotImplementedError, match="key antiquant scale"):
         fused_infer_attention_score(q, k, k, num_heads=2, key_antiquant_scale=torch.ones(2, 5),
                                     value_antiquant_scale=torch.ones(16))  # fmt: skip
+    with pytest.raises(NotImplementedError, match="antiquant_mode=2"):  # decode reads the combined mode
+        fused_infer_attention_score(q[:, :1], k, k, num_heads=2, antiquant_mode=2)
     with pytest.raises(NotImplementedError, match="key_antiquant_mode"):
         fused_infer_attention_score(q, k, k, num_heads=2, key_antiquant_scale=torch.ones(16), key_antiquant_mode=2,
                                     value_antiquant_scale=torch.ones(16))  # fmt: skip
     with pytest.raises(NotImplementedError, match="key_quant_mode"):
         fused_infer_attention_score_v2(q, k, k, num_query_heads=2, dequant_scale_key=torch.ones(16), key_quant_mode=3,
                                        dequant_scale_value=torch.ones(16))  # fmt: skip
+
+
+def test_combined_antiquant_mode_has_no_effect_with_several_query_tokens() -> None:
+    """FIA-C64: with Q_S > 1 the device dequantises per channel whatever antiquant_mode says; decode reads it."""
+    q, _, _ = qkv()
+    k = torch.randint(-5, 5, (2, 6, 16), dtype=torch.int8)
+    scale = torch.rand(2, 2, 1, 8, generator=torch.Generator().manual_seed(1)) + 0.5  # (2, KV_N, 1, D)
+    per_channel, _ = fused_infer_attention_score(q, k, k, num_heads=2, antiquant_scale=scale)
+    mode_one, _ = fused_infer_attention_score(q, k, k, num_heads=2, antiquant_scale=scale, antiquant_mode=1)
+    assert torch.equal(mode_one, per_channel)
+    with pytest.raises(NotImplementedError, match="per-token"):
+        fused_infer_attention_score(q[:, :1], k, k, num_heads=2, antiquant_scale=scale, antiquant_mode=1)
 
 
 def test_modes_two_to_four_need_the_template_and_warn_on_a_wrong_one() -> None:

@@ -1,7 +1,8 @@
 """Buggy example: a float16 additive causal mask (0 = keep, -inf = drop), the SDPA habit.
 
-FIA reads ``atten_mask`` as bool/int8/uint8 with True/1 = masked out; a float mask is not what the
-operator documents. Everything else is ``examples/run.py``.
+FIA reads ``atten_mask`` as bool/int8/uint8 with True/1 = masked out and refuses a float mask, the
+2048x2048 template of sparse_mode 3 included (docs/operators/fused_infer_attention.md#fia-c20); the emulator
+raises RuntimeError at the first prefill as the device does. Everything else is ``examples/run.py``.
 
 Caught by: ``kvlint`` KVL201 (atten-mask-dtype); the probe KVL201 on the live prefill call.
 """

@@ -430,6 +430,34 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Whether the layout or the tensor is wrong is a judgement call: pass the layout the tensor has, "
                "or transpose the tensor.",
     ),
+    "KVL115": RuleDoc(
+        what="Reports a tensor passed for a scalar `int` parameter of an operator (`num_heads`, `block_size`, "
+             "`sparse_mode`, `key_antiquant_mode`, `scatter_update`'s `axis`, ...) where the code builds that "
+             "tensor with a torch function (`torch.tensor(...)`, `torch.ones(1).npu()`, ...). The length lists "
+             "(`SymInt[]`) and the `float` parameters are not judged.",
+        why="The dispatcher does not refuse a one-element tensor for an `int` parameter: it reads the value on "
+            "the host on every call (a device->host synchronisation on the NPU, and a captured NPUGraph keeps "
+            "the first value) and truncates a floating-point tensor toward zero, so "
+            "`num_heads=torch.tensor(3.9)` runs with 3 heads, without a warning. Only a tensor with several "
+            "elements raises.",
+        bad=_HEADER + "def decode(q, k_int8, v_int8, k_scale, v_scale, head_dim):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, k_int8, v_int8, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+            "        key_antiquant_scale=k_scale, value_antiquant_scale=v_scale,\n"
+            "        key_antiquant_mode=torch.ones(1).npu(), value_antiquant_mode=1,\n    )\n",
+        good=_HEADER + "def decode(q, k_int8, v_int8, k_scale, v_scale, head_dim):\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, k_int8, v_int8, num_heads=32, scale=1 / math.sqrt(head_dim),\n"
+             "        key_antiquant_scale=k_scale, value_antiquant_scale=v_scale,\n"
+             "        key_antiquant_mode=1, value_antiquant_mode=1,\n    )\n",
+        references=(
+            Reference("DSP-T4: a floating-point tensor passed to an int parameter is truncated toward zero",
+                      f"{DISPATCHER}#dsp-t4"),
+            Reference("DSP-C22: only a tensor with several elements raises", f"{DISPATCHER}#dsp-c22"),
+            Reference("FIA-T18: the same trap on the antiquant modes", f"{FIA}#fia-t18"),
+        ),
+        no_fix="A float tensor may hold a value that is not the intended int; pass the int you mean.",
+    ),
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
              "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "
@@ -934,21 +962,21 @@ DOCS: dict[str, RuleDoc] = {
             'cumulative split the tokens wrongly (FIA-T4).'
         ),
         bad=_PROBE_HEADER + (
-            'prompts = [torch.randn(12, 64), torch.randn(13, 64)]\n'
+            'prompts = [torch.randn(12, 512), torch.randn(13, 512)]\n'
             'q = kv = torch.cat(prompts)[None]  # two prompts packed into one row of a batch of 1\n'
             'lengths = [*range(1, 13), *range(1, 14)]  # a position per token, as for flash-attn\n'
             'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
-            '    q, kv, kv, num_heads=4, scale=0.25, input_layout="BSH", sparse_mode=3,\n'
+            '    q, kv, kv, num_heads=4, scale=0.088, input_layout="BSH", sparse_mode=3,\n'
             '    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
             '    actual_seq_lengths=lengths, actual_seq_lengths_kv=lengths,\n'
             ')\n'
         ),
         good=_PROBE_HEADER + (
-            'prompts = [torch.randn(12, 64), torch.randn(13, 64)]\n'
-            'q = kv = torch.cat(prompts).view(25, 4, 16)  # TND: the prompts packed on T\n'
+            'prompts = [torch.randn(12, 512), torch.randn(13, 512)]\n'
+            'q = kv = torch.cat(prompts).view(25, 4, 128)  # TND: the prompts packed on T\n'
             "ends = [12, 25]  # each prompt's cumulative end\n"
             'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
-            '    q, kv, kv, num_heads=4, scale=0.25, input_layout="TND", sparse_mode=3,\n'
+            '    q, kv, kv, num_heads=4, scale=0.088, input_layout="TND", sparse_mode=3,\n'
             '    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
             '    actual_seq_lengths=ends, actual_seq_lengths_kv=ends,\n'
             ')\n'
@@ -1144,21 +1172,21 @@ DOCS: dict[str, RuleDoc] = {
             'outputs stay plausible.'
         ),
         bad=_PROBE_HEADER + (
-            "cache = torch.randn(4, 16, 32)  # blocks 0 and 1 hold the prompt's first chunk\n"
-            'block_table = torch.tensor([[0, 1, 2]], dtype=torch.int32)\n'
+            "cache = torch.randn(2, 128, 32)  # block 0 holds the prompt's first chunk\n"
+            'block_table = torch.tensor([[0]], dtype=torch.int32)\n'
             'chunk = torch.randn(1, 8, 64)  # the next 8 tokens of the prompt\n'
             'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
             '    chunk, cache, cache, num_heads=4, num_key_value_heads=2, scale=0.25, input_layout="BSH",\n'
-            '    block_table=block_table, block_size=16, actual_seq_lengths=[8], actual_seq_lengths_kv=[40],\n'
+            '    block_table=block_table, block_size=128, actual_seq_lengths=[8], actual_seq_lengths_kv=[40],\n'
             ')\n'
         ),
         good=_PROBE_HEADER + (
-            "cache = torch.randn(4, 16, 32)  # blocks 0 and 1 hold the prompt's first chunk\n"
-            'block_table = torch.tensor([[0, 1, 2]], dtype=torch.int32)\n'
+            "cache = torch.randn(2, 128, 32)  # block 0 holds the prompt's first chunk\n"
+            'block_table = torch.tensor([[0]], dtype=torch.int32)\n'
             'chunk = torch.randn(1, 8, 64)  # the next 8 tokens of the prompt\n'
             'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
             '    chunk, cache, cache, num_heads=4, num_key_value_heads=2, scale=0.25, input_layout="BSH",\n'
-            '    block_table=block_table, block_size=16, actual_seq_lengths=[8], actual_seq_lengths_kv=[40],\n'
+            '    block_table=block_table, block_size=128, actual_seq_lengths=[8], actual_seq_lengths_kv=[40],\n'
             '    sparse_mode=3, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
             ')\n'
         ),
@@ -1303,3 +1331,554 @@ DOCS: dict[str, RuleDoc] = {
         ),
     ),
 }
+
+
+def _doc(page_anchor: str, title: str) -> Reference:
+    """A constraint entry of kvlint's operator pages (``fused_infer_attention.md#fia-c2``)."""
+    return Reference(title, f"docs/operators/{page_anchor}")
+
+
+_PROBED = ("The probe reports the live call (its site and the message); the code is not rewritten: the fix "
+           "depends on the model's shapes.")
+
+CONSTRAINT_DOCS: dict[str, RuleDoc] = {
+    "KVL520": RuleDoc(
+        what="Reports a live FIA / FIA v2 call (without rope inputs) with `input_layout=\"BNSD_BSND\"` and one "
+             "query token, or `\"BNSD_NBSD\"` with a query length outside 2-16.",
+        why="Those output transposes exist only for prefill (BNSD_BSND) and short prefills (BNSD_NBSD); the "
+            "device refuses the call and the emulator raises `RuntimeError`, as it does.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 8, 1, 64).half()  # decode: one query token\n"
+            "k = v = torch.randn(1, 8, 16, 64).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=8, scale=0.125, input_layout=\"BNSD_BSND\"\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 8, 1, 64).half()\n"
+            "k = v = torch.randn(1, 8, 16, 64).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=8, scale=0.125, input_layout=\"BNSD\"\n"
+            ")\n"
+            "out = out.transpose(1, 2)  # (B, Q_S, N, D)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL520 probe-layout-query-length: input_layout='BNSD_BSND' needs a "
+            "query length Q_S > 1, the query has Q_S = 1; use 'BNSD' (FIA-C2, "
+            "docs/operators/fused_infer_attention.md#fia-c2) [npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c2", "FIA-C2 BNSD_BSND only for Q_S > 1"),
+                    _doc("fused_infer_attention.md#fia-c3", "FIA-C3 BNSD_NBSD only for 1 < Q_S <= 16")),
+        no_fix=_PROBED,
+    ),
+    "KVL521": RuleDoc(
+        what="Reports a live FIA v2 call whose `learnable_sink` is outside its documented use: a layout other "
+             "than TND / NTD_TND, a value head dim above 128, a sink that is not bfloat16 of shape `(Q_N,)`, "
+             "or a sink together with `pse_shift` or (anti)quantisation.",
+        why="The sink is implemented only in those kernels; the device refuses the other calls.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 4, 64).bfloat16()\n"
+            "k = v = torch.randn(1, 12, 4, 64).bfloat16()\n"
+            "sinks = torch.zeros(4)  # one logit per head, kept in float32\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, softmax_scale=0.125, input_layout=\"BSND\", learnable_sink=sinks\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(7, 4, 64).bfloat16()  # TND: the tokens of every request\n"
+            "k = v = torch.randn(12, 4, 64).bfloat16()\n"
+            "sinks = torch.zeros(4).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, softmax_scale=0.125, input_layout=\"TND\",\n"
+            "    actual_seq_qlen=[3, 7], actual_seq_kvlen=[5, 12], learnable_sink=sinks, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL521 probe-learnable-sink: learnable_sink is supported only with "
+            "input_layout 'TND' or 'NTD_TND', not 'BSND' (FIA-C70, "
+            "docs/operators/fused_infer_attention.md#fia-c70) [npu_fused_infer_attention_score_v2]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c70", "FIA-C70 learnable_sink"),),
+        no_fix=_PROBED,
+    ),
+    "KVL522": RuleDoc(
+        what="Reports a live MLA call (`query_rope` / `key_rope` given) whose query head dim is not 128 or 512.",
+        why="MLA is implemented for the absorbed latent (D = 512) and D = 128 only; the device refuses others.",
+        bad=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 256).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 256).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, num_key_value_heads=1,\n"
+            "    scale=0.06, input_layout=\"BSND\",\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 512).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 512).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "# the absorbed latent: D = 512\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, num_key_value_heads=1,\n"
+            "    scale=0.06, input_layout=\"BSND\",\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL522 probe-mla-head-dim: with query_rope (MLA) the query head dim "
+            "must be 128 or 512, the query has D = 256 (FIA-C48, "
+            "docs/operators/fused_infer_attention.md#fia-c48) [npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c48", "FIA-C48 MLA query D is 128 or 512"),),
+        no_fix=_PROBED,
+    ),
+    "KVL523": RuleDoc(
+        what="Reports int8-KV antiquant modes the operator refuses: KV-separated key and value modes that differ "
+             "(other than key 0 with value 1), separated modes other than 0/1 with several query tokens, a "
+             "combined `antiquant_mode` other than 0/1 for decode, or a combined scale that is not float16 with "
+             "several query tokens.",
+        why="These combinations are documented as unsupported; the device refuses them.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "per_token, per_channel = torch.rand(1, 16) + 0.5, torch.rand(256) + 0.5\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, key_antiquant_scale=per_token, key_antiquant_mode=1,\n"
+            "    value_antiquant_scale=per_channel, value_antiquant_mode=0,\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "per_token, per_channel = torch.rand(1, 16) + 0.5, torch.rand(256) + 0.5\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, key_antiquant_scale=per_channel, key_antiquant_mode=0,\n"
+            "    value_antiquant_scale=per_token, value_antiquant_mode=1,\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL523 probe-antiquant-mode: key_antiquant_mode=1 and "
+            "value_antiquant_mode=0 differ; they must be equal, except (key_antiquant_mode=0, "
+            "value_antiquant_mode=1) (FIA-C61, docs/operators/fused_infer_attention.md#fia-c61) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c61", "FIA-C61 KV-separated antiquant modes"),
+                    _doc("fused_infer_attention.md#fia-c64", "FIA-C64 combined antiquant_mode")),
+        no_fix=_PROBED,
+    ),
+    "KVL524": RuleDoc(
+        what="Reports a live FIA v1 call with several query tokens, a combined `antiquant_scale` and a non-zero "
+             "`antiquant_mode`.",
+        why="With Q_S > 1 the mode has no effect: the device dequantises per channel, so per-token scales are "
+            "not what it applies. The emulator computes per channel too.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()  # Q_S = 4 (speculative tokens)\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "scale = (torch.rand(2, 256) + 0.5).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(  # antiquant_mode=1: per-token dequantisation\n"
+            "    q, k, v, num_heads=2, scale=0.09, antiquant_scale=scale, antiquant_mode=1, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()\n"
+            "k = v = torch.randint(-8, 8, (1, 16, 256), dtype=torch.int8)\n"
+            "scale = (torch.rand(2, 256) + 0.5).half()  # per channel, as the device applies it with Q_S > 1\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, antiquant_scale=scale, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL524 probe-antiquant-mode-ignored: antiquant_mode=1 has no effect "
+            "with Q_S = 4 > 1: the device dequantises per channel; per-token combined antiquant exists only "
+            "for decode (Q_S = 1) (FIA-C64, docs/operators/fused_infer_attention.md#fia-c64) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c64", "FIA-C64 combined antiquant_mode"),),
+        no_fix=_PROBED,
+    ),
+    "KVL525": RuleDoc(
+        what="Reports `inner_precise` outside 0-3 on FIA (outside 0/1 for one query token), or outside 0/1 on IFA.",
+        why="Only those precision modes exist; the device refuses others.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()  # decode, Q_S = 1\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, inner_precise=2)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, inner_precise=0)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL525 probe-inner-precise: inner_precise=2 is not supported with "
+            "Q_S = 1 (only 0 and 1) (FIA-C56, docs/operators/fused_infer_attention.md#fia-c56) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c56", "FIA-C56 inner_precise"),
+                    _doc("incre_prompt_flash_attention.md#ifa-c15", "IFA-C15 inner_precise")),
+        no_fix=_PROBED,
+    ),
+    "KVL526": RuleDoc(
+        what="Reports an FIA `atten_mask` (sparse_mode 0/1) of a shape FIA does not document: `(B, Q_S, KV_S)` "
+             "with B > 1, a 2-D mask with a TND-family layout or rope inputs, a 2-D mask in v2 with unequal "
+             "head dims.",
+        why="The device's handling of those shapes is not documented (under-ranked masks have given wrong "
+            "results, FIA-T8); the emulator computes them as the documented shapes would be read.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(2, 4, 256).half()\n"
+            "k = v = torch.randn(2, 16, 256).half()\n"
+            "mask = torch.zeros(2, 4, 16, dtype=torch.bool)  # (B, Q_S, KV_S)\n"
+            "mask[1, :, 12:] = True  # the second request has 12 tokens\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, atten_mask=mask)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(2, 4, 256).half()\n"
+            "k = v = torch.randn(2, 16, 256).half()\n"
+            "mask = torch.zeros(2, 4, 16, dtype=torch.bool)\n"
+            "mask[1, :, 12:] = True\n"
+            "mask = mask[:, None]  # (B, 1, Q_S, KV_S)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, atten_mask=mask)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:8: KVL526 probe-mask-shape-undocumented: atten_mask of shape (2, 4, "
+            "16): (B, Q_S, KV_S) with B > 1 is documented for npu_prompt_flash_attention only; FIA documents "
+            "(1, Q_S, KV_S) and (B, 1, Q_S, KV_S) (FIA-C21, docs/operators/fused_infer_attention.md#fia-c21) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c21", "FIA-C21 mode 0/1 mask shapes"),
+                    _doc("fused_infer_attention.md#fia-t8", "FIA-T8 under-ranked masks")),
+        no_fix=_PROBED,
+    ),
+    "KVL527": RuleDoc(
+        what="Reports a heads-major paged cache `(blocks, KV_N, block_size, D)` with a query layout other than "
+             "BNSD / TND (IFA: other than BNSD).",
+        why="That cache form is documented only with those query layouts; the device refuses the others.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()  # BSH\n"
+            "k_cache = v_cache = torch.randn(4, 2, 128, 128).half()  # (blocks, KV_N, block_size, D)\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BSH\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k_cache = v_cache = torch.randn(4, 2, 128, 128).half()\n"
+            "k_bsh = v_bsh = k_cache.transpose(1, 2).flatten(2)  # (blocks, block_size, KV_N * D)\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_bsh, v_bsh, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BSH\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL527 probe-paged-cache-layout: key cache (4, 2, 128, 128) is "
+            "(blocks, KV_N, block_size, D), which needs a BNSD or TND query; with input_layout 'BSH' use "
+            "(blocks, block_size, H) (FIA-C41, docs/operators/fused_infer_attention.md#fia-c41) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c41", "FIA-C41 paged cache layouts"),
+                    _doc("incre_prompt_flash_attention.md#ifa-c10", "IFA-C10 paged cache layouts")),
+        no_fix=_PROBED,
+    ),
+    "KVL528": RuleDoc(
+        what="Reports a tokens-major 4-D paged cache `(blocks, block_size, KV_N, D)` passed to FIA or IFA.",
+        why="It is ATB's layout, not a documented FIA / IFA one; the emulator reads it, the device's reading is "
+            "not documented. View it as `(blocks, block_size, KV_N * D)`, which every query layout takes.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 2, 1, 128).half()  # BNSD\n"
+            "k_cache = v_cache = torch.randn(4, 128, 2, 128).half()  # (blocks, block_size, KV_N, D), as for ATB\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BNSD\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 2, 1, 128).half()\n"
+            "k_cache = v_cache = torch.randn(4, 128, 2, 128).half()\n"
+            "k_bsh = v_bsh = k_cache.flatten(2)  # (blocks, block_size, KV_N * D): every query layout takes it\n"
+            "table = torch.tensor([[0, 1]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_bsh, v_bsh, num_heads=2, num_key_value_heads=2, scale=0.09, input_layout=\"BNSD\",\n"
+            "    block_table=table, block_size=128, actual_seq_lengths_kv=[200],\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL528 probe-paged-cache-undocumented: key cache (4, 128, 2, 128) "
+            "is read as (blocks, block_size, KV_N, D), which is not a documented layout of "
+            "npu_fused_infer_attention_score; use (blocks, block_size, H) or, with a BNSD query, (blocks, "
+            "KV_N, block_size, D) (FIA-C41, docs/operators/fused_infer_attention.md#fia-c41) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-q14", "FIA-Q14 the tokens-major cache"),),
+        no_fix=_PROBED,
+    ),
+    "KVL529": RuleDoc(
+        what="Reports a paged call's `block_size` outside its documented set: a multiple of 128 in [128, 512] "
+             "for prefill, a multiple of 16 (32 for int8 KV) up to 512 for decode, a multiple of 16 up to 1024 "
+             "with TND layouts or MLA with D = 512; IFA a multiple of 16 (32 for int8 KV).",
+        why="The kernels tile the cache in those block sizes; the device refuses the others.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()  # a prefill chunk, Q_S = 64\n"
+            "k_cache = v_cache = torch.randn(16, 16, 256).half()  # block_size 16\n"
+            "table = torch.arange(8, dtype=torch.int32)[None]\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, scale=0.09, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1), block_table=table, block_size=16,\n"
+            "    actual_seq_lengths_kv=[128],\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()\n"
+            "k_cache = v_cache = torch.randn(2, 128, 256).half()  # block_size 128\n"
+            "table = torch.arange(1, dtype=torch.int32)[None]\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, scale=0.09, sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1), block_table=table, block_size=128,\n"
+            "    actual_seq_lengths_kv=[128],\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL529 probe-block-size: block_size=16 with Q_S = 64 > 1 must be a "
+            "multiple of 128 in [128, 512] (FIA-C36, docs/operators/fused_infer_attention.md#fia-c36) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c36", "FIA-C36 block_size with Q_S > 1"),
+                    _doc("fused_infer_attention.md#fia-c37", "FIA-C37 block_size with Q_S = 1"),
+                    _doc("incre_prompt_flash_attention.md#ifa-c12", "IFA-C12 block_size")),
+        no_fix=_PROBED,
+    ),
+    "KVL530": RuleDoc(
+        what="Reports paged attention with several query tokens and an int8 cache or antiquant scales.",
+        why="Paged prefill reads fp16 / bf16 caches only; the device refuses antiquant there.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()  # a prefill chunk, Q_S = 64\n"
+            "k_cache = v_cache = torch.randint(-8, 8, (2, 128, 256), dtype=torch.int8)\n"
+            "scale = torch.rand(256) + 0.5\n"
+            "table = torch.tensor([[0]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_cache, v_cache, num_heads=2, scale=0.09, key_antiquant_scale=scale,\n"
+            "    value_antiquant_scale=scale, block_table=table, block_size=128,\n"
+            "    actual_seq_lengths_kv=[128], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 64, 256).half()\n"
+            "k_cache = v_cache = torch.randint(-8, 8, (2, 128, 256), dtype=torch.int8)\n"
+            "scale = torch.rand(256) + 0.5\n"
+            "k_half = v_half = (k_cache * scale).half()  # dequantised before the prefill\n"
+            "table = torch.tensor([[0]], dtype=torch.int32)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k_half, v_half, num_heads=2, scale=0.09, block_table=table, block_size=128,\n"
+            "    actual_seq_lengths_kv=[128], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:8: KVL530 probe-paged-prefill-antiquant: paged attention with Q_S = 64 "
+            "> 1 does not support antiquant (an int8 key cache) (FIA-C43, "
+            "docs/operators/fused_infer_attention.md#fia-c43) [npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c43", "FIA-C43 paged attention combinations"),),
+        no_fix=_PROBED,
+    ),
+    "KVL531": RuleDoc(
+        what="Reports a TND-family call (query D other than 512) whose query/key/value head dims are not among "
+             "the combinations the documentation lists (128/128/128, 192/192/128, 192/192/192, v2 MHA "
+             "64/64/64).",
+        why="A warning, not an error: public code runs other head dims on devices (vllm-ascend's GPT-OSS path, "
+            "D = 64 with GQA; cann-recipes-infer's Gemma 4, D = 256), so support depends on the CANN version. "
+            "Check it on the target release.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(7, 4, 256).bfloat16()  # TND, D = 256\n"
+            "k = v = torch.randn(12, 2, 256).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, num_key_value_heads=2, softmax_scale=0.06, input_layout=\"TND\",\n"
+            "    actual_seq_qlen=[3, 7], actual_seq_kvlen=[5, 12], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(7, 4, 128).bfloat16()  # TND, D = 128\n"
+            "k = v = torch.randn(12, 2, 128).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score_v2(\n"
+            "    q, k, v, num_query_heads=4, num_key_value_heads=2, softmax_scale=0.09, input_layout=\"TND\",\n"
+            "    actual_seq_qlen=[3, 7], actual_seq_kvlen=[5, 12], sparse_mode=3,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL531 probe-tnd-head-dims: input_layout 'TND' documents "
+            "query/key/value head dims 128/128/128, 192/192/128, got 256/256/256; results for other head "
+            "dims depend on the CANN version (FIA-C55, docs/operators/fused_infer_attention.md#fia-c55) "
+            "[npu_fused_infer_attention_score_v2]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c55", "FIA-C55 TND head dims"),),
+        no_fix=_PROBED,
+    ),
+    "KVL532": RuleDoc(
+        what="Reports a batch, query or KV head count or head dim above the operator's limits (N <= 256, "
+             "D <= 512, B <= 65536 (IFA 65535); at most 4096 batches in the TND layouts).",
+        why="The device refuses calls beyond those limits.",
+        bad=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 512).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 512).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "q, k = torch.cat([q_nope, q_pe], -1), torch.cat([k_nope, k_pe], -1)  # D = 576\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, k_nope, num_heads=16, num_key_value_heads=1, scale=0.04, input_layout=\"BSND\"\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q_nope, q_pe = torch.randn(1, 1, 16, 512).bfloat16(), torch.randn(1, 1, 16, 64).bfloat16()\n"
+            "k_nope, k_pe = torch.randn(1, 8, 1, 512).bfloat16(), torch.randn(1, 8, 1, 64).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q_nope, k_nope, k_nope, query_rope=q_pe, key_rope=k_pe, num_heads=16, num_key_value_heads=1,\n"
+            "    scale=0.04, input_layout=\"BSND\",\n"
+            ")\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL532 probe-axis-limit: the query head dim D = 576 is above the "
+            "operator's limit of 512 (FIA-C9, docs/operators/fused_infer_attention.md#fia-c9) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c9", "FIA-C9 axis limits"),
+                    _doc("fused_infer_attention.md#fia-c15", "FIA-C15 at most 4096 TND batches")),
+        no_fix=_PROBED,
+    ),
+    "KVL533": RuleDoc(
+        what="Reports an FIA value whose rank differs from the query's (without `block_table`; with it, a value "
+             "cache that is not 3-, 4- or 5-D), and IFA query/key/value ranks that differ or key and value "
+             "shapes that differ.",
+        why="These are the checks the eager code makes (FIA) or the documentation states (IFA); the device "
+            "raises. FIA's key and value head dims may differ (SEM-D6).",
+        bad=_PROBE_HEADER + (
+            "q = k = torch.randn(1, 1, 256).half()  # (B, S, H)\n"
+            "v = torch.randn(1, 1, 2, 128).half()  # (B, S, N, D)\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = k = torch.randn(1, 1, 256).half()\n"
+            "v = torch.randn(1, 1, 2, 128).half().flatten(2)  # (B, S, H) like the query\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL533 probe-kv-rank: value has 4 dims, the query 3; without "
+            "block_table they must be equal (FIA-C8, docs/operators/fused_infer_attention.md#fia-c8) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c8", "FIA-C8 the eager rank checks"),
+                    _doc("incre_prompt_flash_attention.md#ifa-c4", "IFA-C4 ranks and shapes")),
+        no_fix=_PROBED,
+    ),
+    "KVL534": RuleDoc(
+        what="Reports a `pse_shift` whose dtype does not follow the query's, a decode call with `pse_shift` and a "
+             "head dim not divisible by 16, or `pse_shift` with a TND-family layout or MLA.",
+        why="The position bias is documented only in those combinations; the device refuses the others.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "alibi = torch.randn(1, 2, 1, 16).bfloat16()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, pse_shift=alibi)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 1, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "alibi = torch.randn(1, 2, 1, 16).bfloat16()\n"
+            "alibi = alibi.half()  # the query's dtype\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=2, scale=0.09, pse_shift=alibi)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:7: KVL534 probe-pse-shift: pse_shift dtype torch.bfloat16 must be the "
+            "query's (torch.float16) (FIA-C30, docs/operators/fused_infer_attention.md#fia-c30) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fused_infer_attention.md#fia-c30", "FIA-C30 pse_shift dtype and shape"),
+                    _doc("fused_infer_attention.md#fia-c31", "FIA-C31 D % 16 at Q_S = 1"),
+                    _doc("fused_infer_attention.md#fia-c32", "FIA-C32 no pse with TND or MLA")),
+        no_fix=_PROBED,
+    ),
+    "KVL535": RuleDoc(
+        what="Reports negative band edges the operators refuse: `pre_tokens` / `next_tokens` below 0 with "
+             "sparse_mode 4 and an int8 output (FIA), and `npu_fusion_attention`'s negative edges that leave a "
+             "row empty (`|next| >= Skv` or `pre < |next|`, and the mirror case).",
+        why="These bands are documented as unsupported; the device refuses them.",
+        bad=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(\n"
+            "    q, k, v, num_heads=2, scale=0.09, sparse_mode=4, pre_tokens=8, next_tokens=-1,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1), quant_scale2=torch.ones(1),\n"
+            ")\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = torch.randn(1, 4, 256).half()\n"
+            "k = v = torch.randn(1, 16, 256).half()\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(  # a float16 output, quantised afterwards\n"
+            "    q, k, v, num_heads=2, scale=0.09, sparse_mode=4, pre_tokens=8, next_tokens=-1,\n"
+            "    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n"
+            ")\n"
+            "out_int8 = torch.clamp(torch.round(out.float() * 16), -128, 127).to(torch.int8)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL535 probe-negative-band: next_tokens=-1 is negative; "
+            "sparse_mode=4 with an int8 output does not support that (FIA-C27, "
+            "docs/operators/fused_infer_attention.md#fia-c27) [npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("fusion_attention.md#fa-c14", "FA-C14 negative band arguments"),
+                    _doc("fused_infer_attention.md#fia-c27", "FIA-C27 int8 output and negative pre/next")),
+        no_fix=_PROBED,
+    ),
+    "KVL536": RuleDoc(
+        what="Reports a one-element tensor passed for a scalar `int`, `float` or `bool` parameter of a live call.",
+        why="The dispatcher converts it on the host on every call: a device->host synchronisation on the NPU, and "
+            "a captured NPUGraph keeps the first value. Pass a Python number.",
+        bad=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 256).half()\n"
+            "heads = torch.tensor(2)  # kept as a tensor with the model's config\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.09)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 256).half()\n"
+            "heads = int(torch.tensor(2))  # once, outside the step\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.09)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL536 probe-tensor-scalar-argument: num_heads is an int parameter "
+            "but got a torch.int64 tensor: the dispatcher reads it on the host on every call (a device->host "
+            "sync on the NPU; a captured NPUGraph keeps the first value); pass a Python int "
+            "(docs/operators/dispatcher.md#dsp-t4) [npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("dispatcher.md#dsp-t3", "DSP-T3 scalar conversions"),
+                    _doc("dispatcher.md#dsp-t4", "DSP-T4 a float tensor for an int")),
+        no_fix=_PROBED,
+    ),
+    "KVL537": RuleDoc(
+        what="Reports a floating-point tensor whose value is not a whole number, passed for an `int` parameter.",
+        why="The dispatcher truncates it toward zero without a warning: `num_heads=torch.tensor(3.9)` runs with "
+            "3 heads. The static rule KVL115 reports the tensors the code builds itself.",
+        bad=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 48).half()\n"
+            "heads = torch.tensor(3.9)  # a float tensor: the operator runs with 3 heads\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.25)\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q = k = v = torch.randn(1, 1, 48).half()\n"
+            "heads = 4  # a Python int\n"
+            "out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=heads, scale=0.29)\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:6: KVL537 probe-truncated-int-argument: num_heads=3.9 (a torch.float32 "
+            "tensor) runs as num_heads=3: the dispatcher truncates a float tensor toward zero for an int "
+            "parameter; pass a Python int (docs/operators/dispatcher.md#dsp-t4) "
+            "[npu_fused_infer_attention_score]\n"
+        ),
+        references=(_doc("dispatcher.md#dsp-t4", "DSP-T4 a float tensor for an int"),),
+        no_fix=_PROBED,
+    ),
+}
+"""The pages of the probe's constraint checks (KVL520-KVL537), one per row of
+``kvlint.runtime_probe.reference.constraints``; kept apart from the other probe pages for that reason."""
+DOCS.update(CONSTRAINT_DOCS)

@@ -15,6 +15,7 @@ from kvlint.checks.arguments import (
     check_invalid_sparse_mode,
     check_rope_pair,
     check_seq_lengths_kv_habit,
+    check_tensor_int_argument,
     check_tnd_missing_lengths,
 )
 from kvlint.checks.kv_cache import (
@@ -59,6 +60,7 @@ CALL_CHECKS = (
     check_seq_lengths_kv_habit,
     check_tnd_missing_lengths,
     check_layout_axes,
+    check_tensor_int_argument,
     check_atten_mask_dtype,
     check_atten_mask_shape,
     check_sparse_mode_needs_mask,

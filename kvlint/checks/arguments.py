@@ -1,8 +1,9 @@
-"""Rules on argument values of the attention operators (KVL104-KVL111).
+"""Rules on argument values of the attention operators (KVL104-KVL111, KVL115).
 
-Defaults that are wrong for nearly every real model, literal values outside the documented set, and
-argument combinations the documentation requires (docs/operators/fused_infer_attention.md#fia-arguments
-and #fia-family; the constraints are catalogued in docs/operators/constraints.md).
+Defaults that are wrong for nearly every real model, literal values outside the documented set, argument
+combinations the documentation requires (docs/operators/fused_infer_attention.md#fia-arguments and
+#fia-family; the constraints are catalogued in docs/operators/constraints.md), and tensors passed where the
+schema takes an int (docs/operators/dispatcher.md#dsp-t4).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import literal
+from kvlint.analysis.facts import FLOAT_DTYPES
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
@@ -211,3 +213,28 @@ def _sparse_tnd_missing_lengths(site: CallSite, role: str) -> Iterator[Issue]:
             yield Issue("KVL111", _anchor(site, layout_param),
                         f"{layout_param} 'TND' needs {lengths_param} (cumulative lengths, an int32 tensor); "
                         f"{site.name} cannot tell where one sequence ends without it")
+
+
+INT_TYPES = frozenset({"int", "SymInt", "int?", "SymInt?"})
+"""Schema types of the scalar integer parameters (not the ``int[]`` length lists)."""
+
+
+def check_tensor_int_argument(site: CallSite) -> Iterator[Issue]:
+    """KVL115: the dispatcher converts a one-element tensor passed for an ``int`` parameter without a word: it
+    reads the value on the host on every call (a device->host sync on the NPU, frozen into a captured graph)
+    and truncates a float toward zero (``num_heads=torch.tensor(3.9)`` runs with 3 heads). Reported only
+    where the code builds the tensor with a torch function, so the value is proved to be a tensor."""
+    for param in site.operator.params:
+        if param.type not in INT_TYPES or site.argument(param.name) is None:
+            continue
+        built = [alt.value for alt in site.values(param.name) if alt.value.tensor and alt.value.origin is not None]
+        if not built:
+            continue
+        value = built[0]
+        origin = value.origin.as_string()
+        shown = origin if len(origin) <= 40 else origin[:37] + "..."
+        truncates = f" and truncates this {value.dtype} tensor toward zero (3.9 runs as 3)" if (
+            value.dtype in FLOAT_DTYPES) else ""
+        yield Issue("KVL115", _anchor(site, param.name),
+                    f"'{param.name}' is an int parameter of {site.name} but gets a tensor ({shown}): the dispatcher "
+                    f"reads it on the host on every call{truncates}; pass a Python int")

@@ -1,8 +1,11 @@
 """The attention operators of the emulator: FIA v1/v2 (with their ``.out`` overloads and workspace queries),
 IFA, PFA, ``npu_fusion_attention(_v2)`` and the ATB attention operators.
 
-CPU kernels are the float32 reference's functions; fake kernels give the meta kernels' output shapes and
-dtypes (int8 when an output quantisation scale is given), from the same layout code.
+CPU kernels are the float32 reference's functions, run after the documented constraints
+(``kvlint.runtime_probe.reference.constraints``) for FIA v1/v2, IFA, PFA and ``npu_fusion_attention(_v2)``:
+a call the device refuses raises the device's exception type (``RuntimeError``) naming the argument, the
+rule and its page. Fake kernels give the meta kernels' output shapes and dtypes (int8 when an output
+quantisation scale is given), from the same layout code.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 import torch
 from kvlint.runtime_probe.emulator import formats
-from kvlint.runtime_probe.reference import atb
+from kvlint.runtime_probe.reference import atb, constraints
 from kvlint.runtime_probe.reference import operators as reference
 from kvlint.runtime_probe.reference.attention_call import lse_dtype
 from kvlint.runtime_probe.reference.dtypes import dtype_of
@@ -40,17 +43,31 @@ def kernels(op: operators.Operator) -> Kernels | None:
     """(CPU kernel, fake kernel) of one attention overload, or None for another operator."""
     function = REFERENCES.get(op.name)
     if function is not None:
-        fake = fake_kernel(op.name)
+        function, fake = _refusing(op.name, function), fake_kernel(op.name)
         if op.overload == "out":
             return _out_kernel(op.name, function), _out_kernel(op.name, fake)
         return function, fake
     if op.name in WORKSPACE_OF:
         return _workspace, _workspace
     if op.name == operators.FA:
-        return reference.fusion_attention, _fusion_fake
+        return _refusing(op.name, reference.fusion_attention), _fusion_fake
     if op.name == "npu_fusion_attention_v2":
-        return reference.fusion_attention_v2, _fusion_fake
+        return _refusing(op.name, reference.fusion_attention_v2), _fusion_fake
     return ATB.get(op.name)
+
+
+def _refusing(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """The reference function behind the device's documented refusals (``reference.constraints``), which
+    read every parameter bound: the positional ones in schema order, the keywords, the schema defaults."""
+    params = operators.lookup(name).params
+
+    def kernel(*args: object, **keywords: object) -> Any:
+        bound = {p.name: p.default for p in params}
+        bound.update(zip((p.name for p in params), args))
+        constraints.refuse(name, {**bound, **keywords})
+        return function(*args, **keywords)
+
+    return kernel
 
 
 def _workspace(query: torch.Tensor, *args: object, **keywords: object) -> torch.Tensor:

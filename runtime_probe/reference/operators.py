@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 from kvlint.runtime_probe.reference.attention_call import AttentionCall, attention
+from kvlint.runtime_probe.reference.call_facts import Facts
 from kvlint.runtime_probe.reference.cache_writes import (
     npu_scatter_nd_update,
     npu_scatter_nd_update_,
@@ -94,8 +95,9 @@ def fused_infer_attention_score(
         value_dequant = (
             a["value_antiquant_scale"], a["value_antiquant_offset"], _per_token(op, a, "value_antiquant_mode")
         )
-    else:
-        per_token = _per_token(op, a, "antiquant_mode")
+    else:  # with several query tokens the combined antiquant_mode has no effect: per channel (FIA-C64)
+        several_tokens = (Facts(op, {"query": query, **a}).q_seq or 1) > 1
+        per_token = not several_tokens and _per_token(op, a, "antiquant_mode")
         key_dequant, value_dequant = _combined_antiquant(a["antiquant_scale"], a["antiquant_offset"], per_token)
     return attention(
         query,

@@ -14,6 +14,7 @@ from functools import partial
 import torch
 
 B, NQ, NKV, D, BLOCK = 2, 4, 2, 16, 16
+TND_D = 128
 SCALE = D**-0.5
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 
@@ -81,7 +82,9 @@ def paged(torch_npu, extra: int = 0, steps: int = 3, prompt: int = 5, atb: bool 
 def packed(torch_npu, extra: int = 0) -> None:
     """TND chunked prefill over a paged cache: the new tokens of two requests packed on T (cumulative
     ``actual_seq_qlen``), their slots in token order, per-request KV lengths (SEM-D4). Request 1 already
-    holds 6 tokens and adds 3; request 0 is new with 4. Only request 1's lengths are off by ``extra``."""
+    holds 6 tokens and adds 3; request 0 is new with 4. Only request 1's lengths are off by ``extra``. The head
+    dim is one the TND layouts document (FIA-C55: 128)."""
+    D = TND_D  # noqa: N806
     generator = torch.Generator().manual_seed(3)
     k_cache, v_cache = torch.zeros(6, BLOCK, NKV * D), torch.zeros(6, BLOCK, NKV * D)
     table = torch.tensor([[2, 0], [5, 3]], dtype=torch.int32)
