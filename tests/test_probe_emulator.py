@@ -124,10 +124,13 @@ def test_kvlint_emulate_and_probe_from_the_runner(tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_compiled_calls_are_probed_at_run_time_and_attributed_to_the_users_line(backend, emulated):
+def test_compiled_calls_are_probed_at_run_time_and_attributed_to_the_users_line(backend, emulated, monkeypatch,
+                                                                               tmp_path):
     """No graph break (fullgraph); at run time the compiled call is probed and attributed to the line that
     calls the operator, not to the ``def`` line of the compiled function, torch.fx's generated code or
-    inductor's generated module."""
+    inductor's generated module. (A fresh inductor cache: a graph cached by another checkout of the same
+    code keeps that checkout's paths.)"""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     running, torch_npu = emulated
     q, k, v = user_calls.qkv()
 
