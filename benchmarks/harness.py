@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,3 +148,25 @@ def update_results(name: str, body: str) -> None:
 def python() -> str:
     """The interpreter running the benchmark: the tools are run from the same environment."""
     return sys.executable
+
+
+def git(bare: Path, *args: str, stdin: str | None = None) -> bytes:
+    """The output of ``git args`` in the bare clone ``bare``; exits naming the command and folder on failure."""
+    done = subprocess.run(["git", "-C", str(bare), *args], input=stdin and stdin.encode(), capture_output=True,
+                          check=False)
+    if done.returncode:
+        raise SystemExit(f"git {' '.join(args[:2])} in {bare}: {done.stderr.decode()[-500:]}")
+    return done.stdout
+
+
+def blobs_at(bare: Path, commit: str, paths: list[str]) -> Iterator[tuple[str, bytes]]:
+    """(path, bytes) of each file at ``commit`` of the bare clone, read in one ``git cat-file --batch``
+    (a path missing at the commit gives empty bytes)."""
+    out = git(bare, "cat-file", "--batch", stdin="".join(f"{commit}:{path}\n" for path in paths))
+    position = 0
+    for path in paths:
+        header_end = out.index(b"\n", position)
+        header = out[position:header_end].split()
+        size = int(header[2]) if len(header) == 3 else 0
+        yield path, out[header_end + 1:header_end + 1 + size]
+        position = header_end + 1 + size + (1 if len(header) == 3 else 0)

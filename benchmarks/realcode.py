@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -64,32 +63,19 @@ class Repository:
     def __post_init__(self) -> None:
         self.bare = (self.folder / "repo").is_dir()
 
-    def _git(self, *args: str, stdin: str | None = None) -> bytes:
-        done = subprocess.run(["git", "-C", str(self.folder / "repo"), *args], input=stdin and stdin.encode(),
-                              capture_output=True, check=False)
-        if done.returncode:
-            raise SystemExit(f"realcode.py: git {' '.join(args)} in {self.folder}: {done.stderr.decode()[-500:]}")
-        return done.stdout
-
     def read(self, paths: list[str]) -> Iterator[tuple[str, str]]:
         """(path, text) of each file at the manifest's commit."""
         if not self.bare:
             for path in paths:
                 yield path, (self.folder / path).read_bytes().decode("utf-8", "replace")
             return
-        out = self._git("cat-file", "--batch", stdin="".join(f"{self.commit}:{path}\n" for path in paths))
-        position = 0
-        for path in paths:
-            header_end = out.index(b"\n", position)
-            header = out[position:header_end].split()
-            size = int(header[2]) if len(header) == 3 else 0
-            yield path, out[header_end + 1:header_end + 1 + size].decode("utf-8", "replace")
-            position = header_end + 1 + size + (1 if len(header) == 3 else 0)
+        for path, raw in harness.blobs_at(self.folder / "repo", self.commit, paths):
+            yield path, raw.decode("utf-8", "replace")
 
     def python_files(self) -> list[str]:
         if not self.bare:
             return sorted(str(p.relative_to(self.folder)) for p in self.folder.rglob("*.py"))
-        listed = self._git("ls-tree", "-r", "--name-only", self.commit).decode().split("\n")
+        listed = harness.git(self.folder / "repo", "ls-tree", "-r", "--name-only", self.commit).decode().split("\n")
         return sorted(path for path in listed if path.endswith(".py"))
 
 

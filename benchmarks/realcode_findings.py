@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -78,19 +77,13 @@ class Repository:
         bare = self.folder / "repo"
         if not bare.is_dir():
             return
-        listed = _git(bare, "ls-tree", "-r", "--name-only", self.commit).decode().splitlines()
+        listed = harness.git(bare, "ls-tree", "-r", "--name-only", self.commit).decode().splitlines()
         python = [path for path in listed if path.endswith(".py")]
-        out = _git(bare, "cat-file", "--batch", stdin="".join(f"{self.commit}:{path}\n" for path in python))
         self.tree = scratch / self.folder.name
-        position = 0
-        for path in python:
-            header_end = out.index(b"\n", position)
-            header = out[position:header_end].split()
-            size = int(header[2]) if len(header) == 3 else 0
+        for path, raw in harness.blobs_at(bare, self.commit, python):
             target = self.tree / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(out[header_end + 1:header_end + 1 + size])
-            position = header_end + 1 + size + (1 if len(header) == 3 else 0)
+            target.write_bytes(raw)
 
     def python_files(self) -> list[str]:
         """The files kvlint's own discovery finds in the tree (virtualenvs, build folders aside)."""
@@ -98,14 +91,6 @@ class Repository:
 
     def operator_files(self) -> list[str]:
         return [str(self.tree / path) for path in self.paths if (self.tree / path).is_file()]
-
-
-def _git(bare: Path, *args: str, stdin: str | None = None) -> bytes:
-    done = subprocess.run(["git", "-C", str(bare), *args], input=stdin and stdin.encode(), capture_output=True,
-                          check=False)
-    if done.returncode:
-        raise SystemExit(f"realcode_findings.py: git {args[0]} in {bare}: {done.stderr.decode()[-500:]}")
-    return done.stdout
 
 
 def repositories(manifest: Path, folder: Path) -> list[Repository]:
