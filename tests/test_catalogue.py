@@ -35,6 +35,11 @@ def test_issue_operators_are_catalogued(name: str, overload: str) -> None:
     assert lookup(name, overload) is not None
 
 
+def test_every_operator_is_hashable_with_list_defaults_read_as_tuples() -> None:
+    assert len({hash(op) for op in OVERLOADS.values()}) == len(OVERLOADS)
+    assert OPERATORS["npu_moe_init_routing_v2"].param("active_expert_range").default == ()
+
+
 def test_every_schema_string_parses_to_one_overload() -> None:
     assert len(OVERLOADS) == len(SCHEMAS) + len(ATB_SCHEMAS)
     assert {op.namespace for op in OVERLOADS.values() if op.schema in ATB_SCHEMAS} == {"atb"}

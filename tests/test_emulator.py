@@ -7,7 +7,6 @@ import importlib
 import math
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,9 @@ from kvlint.runtime_probe.reference import operators as reference
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kvlint.catalogue import operators
+from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
-
-
-@pytest.fixture(scope="module")
-def torch_npu() -> Iterator[types.ModuleType]:
-    module = emulator.install()
-    yield module
-    if sys.modules.get("torch_npu") is module:
-        del sys.modules["torch_npu"]
 
 
 def bsh(batch: int = 2, seq: int = 5, hidden: int = 32, seed: int = 0) -> torch.Tensor:
@@ -37,19 +29,21 @@ def test_install_registers_every_schema_verbatim_and_is_idempotent(torch_npu: ty
     import torch_npu as imported
 
     assert imported is torch_npu is emulator.install() and emulator.is_installed()
+    assert len(operators.OVERLOADS) == len(SCHEMAS) + len(ATB_SCHEMAS)
     assert {op.namespace for op in operators.OVERLOADS.values()} == {"npu", "atb"}
     for op in operators.OVERLOADS.values():
         registered = getattr(getattr(getattr(torch.ops, op.namespace), op.name), op.overload)._schema
         assert str(registered) == str(torch._C.parse_schema(f"{op.namespace}::{op.schema}"))
     for name, op in operators.OPERATORS.items():
         assert getattr(torch_npu, name) is getattr(getattr(torch.ops, op.namespace), name)
+    assert torch_npu._npu_paged_attention is torch.ops.atb._npu_paged_attention
 
 
 def test_operators_without_a_kernel_raise_naming_the_operator(torch_npu: types.ModuleType) -> None:
     q = torch.zeros(2, 4, 8)
     lens = torch.tensor([4, 4], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="_npu_flash_attention_unpad"):
-        torch_npu._npu_flash_attention_unpad(q, q, q, lens, 0.35, 4, 4, torch.empty_like(q))
+    with pytest.raises(NotImplementedError, match="npu_attention_update"):
+        torch_npu.npu_attention_update([lens.float()], [q], 0)
     with pytest.raises(RuntimeError, match="missing value for argument 'slot_indices'"):
         torch.ops.atb._npu_reshape_and_cache(q, q, q, q, slot_mapping=lens)
 
@@ -124,10 +118,12 @@ def test_cache_writes_equal_the_reference(torch_npu: types.ModuleType) -> None:
     assert torch_npu.npu_scatter_nd_update_(table, indices, rows) is table and torch.equal(table, want)
 
 
-def test_operators_without_a_reference_raise_naming_the_operator(torch_npu: types.ModuleType) -> None:
-    q = bsh()
-    with pytest.raises(NotImplementedError, match="npu_fusion_attention"):
-        torch_npu.npu_fusion_attention(q, q, q, 4, "BSH")
+def test_quantisation_operators_raise_naming_the_operator_and_argument(torch_npu: types.ModuleType) -> None:
+    x = torch.randint(-8, 8, (4, 16), dtype=torch.int8)
+    with pytest.raises(NotImplementedError, match="npu_quant_matmul: quantising 'x1'"):
+        torch_npu.npu_quant_matmul(x, x.t(), torch.ones(16))
+    with pytest.raises(NotImplementedError, match="npu_dynamic_quant: quantising 'input'"):
+        torch_npu.npu_dynamic_quant(torch.randn(4, 16))
 
 
 def test_refuses_to_shadow_an_imported_torch_npu(torch_npu: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -88,7 +88,8 @@ def _parse_default(text: str) -> object:
         return None
     if text in ("True", "False"):
         return text == "True"
-    return ast.literal_eval(text)
+    value = ast.literal_eval(text)
+    return tuple(value) if isinstance(value, list) else value  # ``int[2] x=[]``: operators stay hashable
 
 
 def parse_schema(schema: str, namespace: str = "npu") -> Operator:

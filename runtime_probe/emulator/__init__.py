@@ -1,27 +1,37 @@
-"""CPU emulator of torch_npu: the ``npu`` operators registered with ``torch.library``, and a ``torch_npu``
-module that exposes them, so NPU model code runs and is tested on machines without an NPU.
+"""CPU emulator of torch_npu: the ``npu`` device, the operators registered with ``torch.library``, a
+``torch_npu`` module that exposes them and a ``torchair`` package, so NPU model code runs and is tested on
+machines without an NPU.
 
 The operators are defined from the verbatim schema strings of ``kvlint.catalogue.schemas``, so the dispatcher
 accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads`` on FIA v1 raises
-``RuntimeError``). Each operator family has its module, with CPU kernels from the float32 reference
-(``kvlint.runtime_probe.reference``) and fake kernels that give the output shapes, so ``torch.compile``
-and FakeTensor tracing work: ``attention`` (FIA v1/v2, IFA, PFA) and ``kv_cache`` (the cache writes).
-Operators without a kernel raise ``NotImplementedError`` naming the operator. ATB's schemas are registered in
-their own ``atb`` namespace (``torch.ops.atb.<name>``) and set on the module as ``torch_npu.<name>``, as
-torch_npu does once ATB is loaded. A real torch_npu is never shadowed.
+``RuntimeError``). One module per family, each with CPU kernels from the float32 reference
+(``kvlint.runtime_probe.reference``) and fake kernels that give the meta kernels' shapes and dtypes, so
+``torch.compile`` and FakeTensor tracing work:
+
+- ``device``: ``npu`` as a device whose tensors live in CPU memory, ``torch.npu`` (``npu``), ``hccl``;
+  NPU graph capture and replay (``graphs``);
+- ``torchair``: the graph compiler's entry points, compiling on the CPU;
+- ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
+  writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
+  ``mla`` (MLA preprocessing).
+
+Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
+the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
+on the module as ``torch_npu.<name>``, as torch_npu does once ATB is loaded. A real torch_npu or torchair is
+never shadowed.
 
 Imports: torch, ``kvlint.catalogue`` and the reference. Never the probe.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import sys
 import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import attention, kv_cache
+from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, mla, moe, norms, npu, rope, torchair
 
 from kvlint.catalogue import operators
 
@@ -31,6 +41,9 @@ NAMESPACES = ("npu", "atb")
 MODULE_NAME = "torch_npu"
 MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
+FAMILIES = (attention, kv_cache, norms, rope, moe, formats, mla)
+VERSION = f"{torch.__version__.split('+')[0]}+kvlint.emulator"
+"""``torch_npu.__version__``: torch_npu versions follow torch's; the local part says it is emulated."""
 
 _libraries: dict[str, torch.library.Library] | None = None
 
@@ -41,7 +54,8 @@ def is_installed() -> bool:
 
 
 def install() -> types.ModuleType:
-    """Register the operators (once) and make ``import torch_npu`` return the emulated module."""
+    """Register the operators (once) and make ``import torch_npu`` (and ``import torchair``) give the
+    emulated modules."""
     global _libraries
     present = sys.modules.get(MODULE_NAME)
     if present is not None and not getattr(present, MARKER, False):
@@ -50,36 +64,39 @@ def install() -> types.ModuleType:
             "emulator does not shadow a real torch_npu (unset KVLINT_EMULATE)"
         )
     if present is None:
-        spec = importlib.util.find_spec(MODULE_NAME)
+        spec = importlib.machinery.PathFinder.find_spec(MODULE_NAME)
         if spec is not None:
             raise RuntimeError(
                 f"a real torch_npu is installed at {spec.origin!r}; the kvlint emulator does not shadow it "
                 "(unset KVLINT_EMULATE)"
             )
     if _libraries is None:
+        device.install()
         _libraries = _register()
+        npu.npugraph_ex = torchair.npugraph_ex_namespace()
     if present is None:
-        sys.modules[MODULE_NAME] = present = _module()
+        present = _module()
+        sys.modules[MODULE_NAME] = present
+        sys.modules[f"{MODULE_NAME}.npu"] = npu
+    torchair.install()
     return present
 
 
 def _register() -> dict[str, torch.library.Library]:
     taken = [f"{op.namespace}::{op.name}" for op in operators.OPERATORS.values()
-             if hasattr(getattr(torch.ops, op.namespace), op.name)]
+             if hasattr(getattr(torch.ops, op.namespace), op.name)]  # fmt: skip
     if taken:
-        raise RuntimeError(
-            f"{taken[0]} is already registered (by torch_npu or another library); "
-            "the kvlint emulator does not replace it"
-        )
+        raise RuntimeError(f"{taken[0]} is already registered (by torch_npu or another library); the kvlint "
+                           "emulator does not replace it")  # fmt: skip
     libraries = {namespace: torch.library.Library(namespace, "DEF") for namespace in NAMESPACES}
     for op in operators.OVERLOADS.values():
         library = libraries[op.namespace]
         library.define(op.schema)
         kernel, fake = _kernels(op)
         library.impl(op.qualified, kernel, "CPU")
-        if op.name in kv_cache.FUNCTIONAL_FORM:
-            library.impl(op.qualified, kv_cache.decomposed(kv_cache.FUNCTIONAL_FORM[op.name], op.namespace),
-                         "CompositeImplicitAutograd")
+        functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)
+        if functional is not None:
+            library.impl(op.qualified, kv_cache.decomposed(functional, op.namespace), "CompositeImplicitAutograd")
         else:
             torch.library.register_fake(f"{op.namespace}::{op.qualified}", fake, lib=library)
     return libraries
@@ -87,9 +104,15 @@ def _register() -> dict[str, torch.library.Library]:
 
 def _module() -> types.ModuleType:
     """A ``torch_npu`` whose operator attributes are the ``torch.ops.npu`` / ``torch.ops.atb`` packets
-    themselves."""
+    themselves, with the device module as ``torch_npu.npu``."""
     module = types.ModuleType(MODULE_NAME, "CPU emulation of torch_npu by kvlint (KVLINT_EMULATE=1).")
+    module.__spec__ = importlib.machinery.ModuleSpec(MODULE_NAME, None, origin=__file__, is_package=True)
+    module.__path__ = []
+    module.__version__ = VERSION
     setattr(module, MARKER, True)
+    module.npu = npu
+    module.Format = formats.Format
+    module._C = device.c_module()
     for name, op in operators.OPERATORS.items():
         setattr(module, name, getattr(getattr(torch.ops, op.namespace), name))
     return module
@@ -97,14 +120,27 @@ def _module() -> types.ModuleType:
 
 def _kernels(op: operators.Operator) -> tuple[Callable[..., object], Callable[..., object]]:
     """(CPU kernel, fake kernel) of one overload, from the family module that implements it."""
-    found = attention.kernels(op) or kv_cache.kernels(op)
-    if found is None:
-        return _unimplemented(op), _unimplemented(op)
-    return found
+    for family in FAMILIES:
+        found = family.kernels(op)
+        if found is not None:
+            return found
+    return _unimplemented(op), _unimplemented(op)
+
+
+QUANTISATION = frozenset({"npu_dynamic_quant", "npu_quant_matmul", "npu_weight_quant_batchmatmul",
+                          "npu_dequant_swiglu_quant", "npu_add_rms_norm_quant"})  # fmt: skip
+"""Quantisation operators: registered (the dispatcher checks their calls) but not computed."""
 
 
 def _unimplemented(op: operators.Operator) -> Callable[..., object]:
+    if op.name in QUANTISATION:
+        quantised = op.params[0].name
+        message = (f"torch_npu.{op.qualified}: quantising {quantised!r} is not implemented by the kvlint emulator "
+                   "(quantisation operators are not emulated; run the unquantised model)")  # fmt: skip
+    else:
+        message = f"the kvlint emulator has no implementation of torch_npu.{op.qualified}"
+
     def kernel(*args: object, **kwargs: object) -> object:
-        raise NotImplementedError(f"the kvlint emulator has no implementation of torch_npu.{op.qualified}")
+        raise NotImplementedError(message)
 
     return kernel

@@ -89,7 +89,9 @@ def head_dim(x: torch.Tensor, form: str, kv_heads: int, paged: bool) -> int:
             return x.shape[-1] // kv_heads
         if x.dim() == 4:
             return x.shape[-1]
-        raise NotImplementedError(f"a {x.dim()}-D paged cache (NZ layout) is not implemented")
+        if x.dim() == 5:  # NZ: (blocks, N, D / c0, block_size, c0)
+            return x.shape[2] * x.shape[4]
+        raise ValueError(f"a paged cache must be 3-D, 4-D or 5-D (NZ), got {tuple(x.shape)}")
     return split_heads(x, form, kv_heads).shape[-1]
 
 

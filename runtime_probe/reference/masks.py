@@ -98,7 +98,8 @@ def check_template(mask: torch.Tensor | None, sparse_mode: int) -> None:
             f"or (1, 1, 2048, 2048), got {tuple(mask.shape)}"
         )
     global _verified_template
-    identity = (square.data_ptr(), square._version, square.dtype, square.device, square.stride())
+    version = -1 if square.is_inference() else square._version  # inference tensors have no version counter
+    identity = (square.data_ptr(), version, square.dtype, square.device, square.stride())
     if identity == _verified_template:
         return
     expected = torch.ones(TEMPLATE_SIZE, TEMPLATE_SIZE, dtype=torch.bool, device=mask.device).triu(1)

@@ -5,6 +5,12 @@ one query block, never the [S1, S2] score matrix. GQA shares each key/value bloc
 heads of its group (query head n reads KV head n // (Nq / Nkv)) without repeating K/V.
 Fully masked rows give 0 and lse +inf; rows past the query length are left untouched (the caller
 zero-fills them). Algorithm: docs/semantics.md#sem-9.
+
+In float32 the tiles go through torch's fused CPU attention kernel, which keeps its own score blocks in
+cache and returns each row's log-sum-exp (docs/semantics.md#sem-9-1): per query block and key block,
+the band, the user mask and ``pse`` become one additive bias (only where the block is not entirely
+allowed), and the blocks are combined through their log-sum-exps. The same formula as the loop below, which
+float64 (the precise mode) uses, and any torch without that kernel.
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ from kvlint.runtime_probe.reference.masks import Band, tile_allowed
 KEY_BLOCK = 1024
 TILE_ELEMENTS = 2**22
 """Upper bound on score-tile elements (16 MiB in float32): query block = TILE_ELEMENTS // (Nq * KEY_BLOCK)."""
+FUSED = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+"""torch's fused CPU attention: (output, logsumexp) of q, k, v with an optional additive bias."""
+FUSED_QUERY_BLOCK = 128
+"""Query rows per fused call: small enough that a causal band skips most of the keys above the diagonal."""
+FUSED_KEY_BLOCK = 4096
+"""Keys per fused call: what one call converts (to float32) or gathers (from a paged cache)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,9 @@ class BatchProblem:
 
 def attend(problem: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None, dtype: torch.dtype) -> None:
     """Write rows [0, q_len) of ``out`` (heads, S, Dv) and of ``lse`` (heads, S)."""
+    if dtype == torch.float32 and FUSED is not None and out.device.type == "cpu":
+        _attend_fused(problem, out, lse)
+        return
     key_block = KEY_BLOCK
     query_block = max(1, TILE_ELEMENTS // (problem.heads * key_block))
     for row_start in range(0, problem.q_len, query_block):
@@ -108,3 +123,74 @@ def _finish(
         lse = torch.where(seen, with_sink, lse)
     out = acc * weight.reshape(p.kv_heads, -1, 1)
     return out.reshape(p.heads, count, -1), lse.reshape(p.heads, count)
+
+
+def _attend_fused(p: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None) -> None:
+    """The float32 path: fused kernel calls per (query block, key block), combined by log-sum-exp. Each KV
+    head's query group is folded into its rows (as in the loop path), so every key is read once per KV head."""
+    group = p.heads // p.kv_heads
+    block = min(FUSED_QUERY_BLOCK, max(1, TILE_ELEMENTS // (group * FUSED_KEY_BLOCK)))
+    for row_start in range(0, p.q_len, block):
+        rows = (row_start, min(p.q_len, row_start + block))
+        count = rows[1] - rows[0]
+        query = p.read_query(*rows).reshape(p.kv_heads, group * count, -1)
+        key_start, key_stop = p.band.key_range(rows[0], rows[1], p.kv_len)
+        parts = [_fused_block(p, query, rows, (col, min(key_stop, col + FUSED_KEY_BLOCK)))
+                 for col in range(key_start, key_stop, FUSED_KEY_BLOCK)]  # fmt: skip
+        block_out, block_lse = _combine(p, parts, group * count, out.shape[-1], query.device)
+        out[:, rows[0] : rows[1]] = block_out.reshape(p.heads, count, -1).to(out.dtype)
+        if lse is not None:
+            lse[:, rows[0] : rows[1]] = block_lse.reshape(p.heads, count).to(lse.dtype)
+
+
+def _fused_block(p: BatchProblem, query: torch.Tensor, rows: tuple[int, int],
+                 cols: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(out (kv_heads, group * rows, Dv), lse (kv_heads, group * rows)); lse is -inf for a row that sees no
+    key of the block. ``query`` is (kv_heads, group * rows, D)."""
+    keys, values = p.read_key(*cols), p.read_value(*cols)
+    value_dim = values.shape[-1]
+    width = max(query.shape[-1], value_dim)
+    query, keys, values = (_pad(t, width) for t in (query, keys, values))  # the kernel needs one head size
+    group, count = p.heads // p.kv_heads, rows[1] - rows[0]
+    allowed = tile_allowed(p.band, rows, cols, p.mask, query.device)
+    bias = None
+    if allowed is not None:  # (rows, keys), the same for every head of the group
+        bias = torch.zeros(allowed.shape, dtype=torch.float32, device=query.device).masked_fill_(~allowed, -torch.inf)
+        bias = bias.expand(group, -1, -1).reshape(1, group * count, -1)
+    if p.pse is not None:
+        pse = p.pse[:, rows[0] : rows[1], cols[0] : cols[1]].to(torch.float32).reshape(p.kv_heads, group * count, -1)
+        bias = pse if bias is None else pse + bias
+    out, lse = FUSED(query.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), 0.0, False,
+                     attn_mask=None if bias is None else bias.unsqueeze(0), scale=p.scale)  # fmt: skip
+    out, lse = out[0, ..., :value_dim], lse[0]
+    if bias is not None:  # the kernel gives lse 0 for a row that sees nothing
+        lse = lse.masked_fill(~torch.isfinite(bias).any(-1).expand_as(lse), -torch.inf)
+    return out, lse
+
+
+def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
+    return x if x.shape[-1] == width else torch.nn.functional.pad(x, (0, width - x.shape[-1]))
+
+
+def _combine(p: BatchProblem, parts: list[tuple[torch.Tensor, torch.Tensor]], rows: int, value_dim: int,
+             device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """One row block's (out, lse) over (kv_heads, group * rows) from its key blocks' results; a row without any
+    key: 0 and +inf."""
+    if not parts:
+        return (torch.zeros((p.kv_heads, rows, value_dim), device=device),
+                torch.full((p.kv_heads, rows), torch.inf, device=device))  # fmt: skip
+    if len(parts) == 1:
+        out, total = parts[0]
+    else:
+        lses = torch.stack([lse for _, lse in parts])
+        total = torch.logsumexp(lses, dim=0)
+        weights = torch.exp(lses - torch.where(torch.isinf(total), 0.0, total)).unsqueeze(-1)
+        out = sum(part * weight for (part, _), weight in zip(parts, weights))
+    seen = torch.isfinite(total)
+    if p.sink is not None:  # per query head: (kv_heads, group, 1) over the group's rows
+        sink = p.sink.to(torch.float32).view(p.kv_heads, -1, 1)
+        with_sink = torch.logaddexp(total.view(p.kv_heads, sink.shape[1], -1), sink).view_as(total)
+        out = out * torch.exp(total - with_sink).unsqueeze(-1)
+        total = torch.where(seen, with_sink, total)
+    out = torch.where(seen.unsqueeze(-1), out, 0.0)
+    return out, torch.where(seen, total, torch.inf)

@@ -28,6 +28,8 @@ __all__ = [
     "fused_infer_attention_score_v2",
     "incre_flash_attention",
     "prompt_flash_attention",
+    "fusion_attention",
+    "fusion_attention_v2",
     "scatter_update",
     "scatter_update_",
     "npu_scatter_nd_update",
@@ -259,3 +261,118 @@ def _combined_antiquant(
         (scale[0], None if offset is None else offset[0], per_token),
         (scale[1], None if offset is None else offset[1], per_token),
     )
+
+
+FA_SOFTMAX_COPIES = 8
+"""softmax_max / softmax_sum repeat each row's statistic 8 times (the device's last axis)."""
+
+
+def _fusion_arguments(op: str, head_num: int, input_layout: str, args: tuple[object, ...],
+                      keywords: dict[str, object]) -> dict[str, object]:  # fmt: skip
+    """All of FA's arguments after ``input_layout`` (positional ones allowed), with the schema defaults."""
+    params = [p for p in operators.lookup(op).params[5:]]
+    if len(args) > len(params):
+        raise TypeError(f"{op}() takes {len(params) + 5} positional arguments but {len(args) + 5} were given")
+    bound = {p.name: p.default for p in params}
+    bound.update(zip((p.name for p in params), args))
+    unknown = sorted(set(keywords) - set(bound))
+    if unknown:
+        raise TypeError(f"{op}() got an unexpected keyword argument {unknown[0]!r}")
+    bound.update(keywords)
+    return bound
+
+
+def fusion_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int, input_layout: str,
+    *args: object, **keywords: object,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:  # fmt: skip
+    """``npu_fusion_attention``: see :func:`_fusion`."""
+    return _fusion(operators.FA, query, key, value, head_num, input_layout, args, keywords)
+
+
+def fusion_attention_v2(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int, input_layout: str,
+    **keywords: object,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:  # fmt: skip
+    """``npu_fusion_attention_v2``: see :func:`_fusion` (its band arguments are spelled ``pre_tokens``)."""
+    return _fusion("npu_fusion_attention_v2", query, key, value, head_num, input_layout, (), keywords)
+
+
+def _fusion(
+    op: str, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int, input_layout: str,
+    args: tuple[object, ...], keywords: dict[str, object],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:  # fmt: skip
+    """``npu_fusion_attention`` (and ``_v2``) in inference: returns ``(attention_out, softmax_max,
+    softmax_sum, softmax_out, seed, offset, numels)``.
+
+    Without ``atten_mask`` the attention is full whatever ``sparse_mode`` and the band say
+    (``docs/operators/fusion_attention.md#fa-c8``); with it, modes 0-4 are FIA's. The layout is upper-cased;
+    SBH is read as BSH. ``softmax_max`` holds each row's log-sum-exp and ``softmax_sum`` ones, an exact pair
+    for recombining partial results (``docs/semantics.md#sem-d14``). Dropout (``keep_prob`` < 1), the prefix
+    modes 5-8 and ``pse`` with TND are not implemented.
+    """
+    a = _fusion_arguments(op, head_num, input_layout, args, keywords)
+    layout = input_layout.upper()
+    if layout not in operators.FA_LAYOUTS:
+        raise ValueError(f"{op}: input_layout={input_layout!r} is not one of {sorted(operators.FA_LAYOUTS)}")
+    if float(a["keep_prob"]) != 1.0:
+        raise NotImplementedError(f"{op}: keep_prob={a['keep_prob']} (dropout) is not implemented")
+    for name in ("prefix", "dropout_mask", "query_rope", "key_rope", "q_start_idx", "kv_start_idx"):
+        if a.get(name) is not None:
+            raise NotImplementedError(f"{op}: argument {name!r} is not implemented by the kvlint reference")
+    mask = a["atten_mask"]
+    sparse_mode = int(a["sparse_mode"]) if mask is not None else 0
+    if sparse_mode > 4:
+        raise NotImplementedError(f"{op}: sparse_mode={sparse_mode} (prefix and varlen outer-split modes) is not implemented")
+    pre, nxt = (a["pre_tockens"], a["next_tockens"]) if "pre_tockens" in a else (a["pre_tokens"], a["next_tokens"])
+    if mask is None:
+        pre = nxt = UNBOUNDED
+    views = [query, key, value]
+    if layout == "SBH":
+        views = [t.transpose(0, 1) for t in views]
+        layout = "BSH"
+    out, lse = attention(
+        views[0],
+        views[1],
+        views[2],
+        AttentionCall(
+            op=operators.FIA_V1,
+            layout=layout,
+            heads=head_num,
+            kv_heads=_fusion_kv_heads(views[0], views[1], layout, head_num),
+            scale=float(a["scale"]),
+            q_lengths=a["actual_seq_qlen"],
+            kv_lengths=a["actual_seq_kvlen"],
+            mask=mask,
+            pse=a["pse"],
+            sparse_mode=sparse_mode,
+            pre_tokens=int(pre),
+            next_tokens=int(nxt),
+            block_table=None,
+            block_size=0,
+            query_rope=None,
+            key_rope=None,
+            key_dequant=(None, None, False),
+            value_dequant=(None, None, False),
+            sink=a["sink"],
+            shared_prefix=(None, None, None),
+            with_lse=True,
+            decode_rules=False,
+        ),
+    )
+    if input_layout.upper() == "SBH":
+        out = out.transpose(0, 1).contiguous()
+    softmax_max = lse.float().expand(*lse.shape[:-1], FA_SOFTMAX_COPIES).contiguous()  # (B, N, S, 8) / (T, N, 8)
+    softmax_sum = torch.ones_like(softmax_max)
+    return out, softmax_max, softmax_sum, query.new_empty(0), 0, 0, 0
+
+
+def _fusion_kv_heads(query: torch.Tensor, key: torch.Tensor, layout: str, heads: int) -> int:
+    """FA has no KV-head argument: the KV heads follow from the key's shape (H or N, and the query's D)."""
+    if layout == "BSH":
+        return key.shape[-1] // (query.shape[-1] // heads)
+    if layout == "BSND":
+        return key.shape[2]
+    if layout == "BNSD":
+        return key.shape[1]
+    return key.shape[1]  # TND

@@ -5,6 +5,12 @@ dtype, so that only one block is ever converted, gathered or dequantised at a ti
 Paged addressing (docs/semantics.md#sem-5): logical position s of batch b lives in block
 ``block_table[b, s // block_size]`` at offset ``s % block_size``. Antiquant (docs/semantics.md#sem-6-2):
 ``x = (int8 + offset) * scale``.
+
+NZ caches (``docs/semantics.md#sem-14``): a block of ``block_size`` tokens with H features per token is
+stored as ``[H / c0, block_size, c0]``, ``c0`` = 32 bytes of elements (16 for fp16/bf16, 32 for int8):
+feature h of the token at offset o is element ``[h // c0, o, h % c0]``. FIA's NZ cache shape
+``[blocks, N, D / c0, block_size, c0]`` is exactly that layout with H = N * D; the cache writers address
+any NZ cache through its storage (``slot_rows``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,64 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+NZ_BYTES = 32
+"""Bytes of the innermost NZ axis: c0 = 32 // element size."""
+
+
+def nz_c0(dtype: torch.dtype) -> int:
+    return NZ_BYTES // torch.empty(0, dtype=dtype).element_size()
+
+
+@dataclass(frozen=True)
+class SlotRows:
+    """A paged cache addressed by slot: ``slots`` tokens of ``features`` elements, ND or NZ."""
+
+    view: torch.Tensor
+    """ND: ``[slots, features]``; NZ: ``[blocks, features / c0, block_size, c0]``."""
+    block_size: int
+    features: int
+    nz: bool
+
+    @property
+    def slots(self) -> int:
+        return self.view.shape[0] if not self.nz else self.view.shape[0] * self.block_size
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.view.dtype
+
+    def write(self, slots: torch.Tensor, tokens: torch.Tensor) -> None:
+        """``tokens [len(slots), features]`` into their slots."""
+        if not self.nz:
+            self.view[slots] = tokens
+            return
+        self.view[slots // self.block_size, :, slots % self.block_size] = tokens.view(len(slots), -1, self.view.shape[-1])
+
+    def read(self, slots: torch.Tensor) -> torch.Tensor:
+        """``[len(slots), features]``."""
+        if not self.nz:
+            return self.view[slots]
+        return self.view[slots // self.block_size, :, slots % self.block_size].reshape(len(slots), self.features)
+
+
+def slot_rows(cache: torch.Tensor, features: int, *, nz: bool, name: str) -> SlotRows:
+    """Address ``cache`` (``blocks`` = its first axis, any trailing shape) by slot. Its storage holds
+    ``blocks * block_size * features`` elements, which gives the block size."""
+    if not cache.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (paged caches are written through their storage)")
+    blocks = cache.shape[0]
+    per_block = cache.numel() // max(blocks, 1)
+    if blocks == 0 or per_block % features:
+        raise ValueError(f"{name} {tuple(cache.shape)} does not hold whole tokens of {features} features per block")
+    block_size = per_block // features
+    if not nz:
+        return SlotRows(cache.view(blocks * block_size, features), block_size, features, False)
+    c0 = nz_c0(cache.dtype)
+    if features % c0:
+        raise ValueError(f"{name}: an NZ cache needs the {features} features per token to be a multiple of {c0}")
+    return SlotRows(cache.view(blocks, features // c0, block_size, c0), block_size, features, True)
+
 
 Reader = Callable[[int, int, int], torch.Tensor]
 """(batch, start, stop) -> (N, stop - start, D) in the compute dtype."""
@@ -83,14 +147,20 @@ def heads_major_cache(cache: torch.Tensor, block_size: int, heads: int, prefer_h
     """View a paged cache as (blocks, N, block_size, D).
 
     Accepted: (blocks, bs, N*D), (blocks, bs, N, D) and (blocks, N, bs, D); when N == block_size the
-    4-D form is ambiguous and follows the query layout (BNSD/TND queries use the heads-major cache).
+    4-D form is ambiguous and follows the query layout (BNSD/TND queries use the heads-major cache). The NZ
+    cache (blocks, N, D / c0, bs, c0) becomes the 5-D view (blocks, N, bs, D / c0, c0), whose last two axes
+    the reader merges after gathering the blocks it needs.
     """
+    if cache.dim() == 5:
+        if cache.shape[1] != heads or cache.shape[3] != block_size:
+            raise ValueError(f"NZ paged cache {tuple(cache.shape)} is not (blocks, {heads}, D/c0, {block_size}, c0)")
+        return cache.transpose(2, 3)
     if cache.dim() == 3:
         if cache.shape[1] != block_size or cache.shape[2] % heads:
             raise ValueError(f"paged cache {tuple(cache.shape)} is not (blocks, {block_size}, {heads}*D)")
         return cache.unflatten(-1, (heads, cache.shape[2] // heads)).transpose(1, 2)
     if cache.dim() != 4:
-        raise NotImplementedError(f"a {cache.dim()}-D paged cache (NZ layout) is not implemented")
+        raise ValueError(f"a paged cache must be 3-D, 4-D or 5-D (NZ), got {tuple(cache.shape)}")
     tokens_major = cache.shape[1:3] == (block_size, heads)
     heads_major = cache.shape[1:3] == (heads, block_size)
     if not (tokens_major or heads_major):
@@ -110,12 +180,18 @@ def paged_reader(
     dtype: torch.dtype,
     params: Dequant | None,
 ) -> Reader:
-    """Reader that gathers only the blocks covering [start, stop) of a (blocks, N, bs, D) cache view."""
+    """Reader that gathers only the blocks covering [start, stop) of a (blocks, N, bs, D) cache view (or the
+    (blocks, N, bs, D / c0, c0) view of an NZ cache)."""
+
 
     def read(batch: int, start: int, stop: int) -> torch.Tensor:
         first, last = start // block_size, (stop - 1) // block_size
         ids = block_table[batch, first : last + 1].to(device=cache.device, dtype=torch.long)
-        blocks = cache[ids].transpose(0, 1).flatten(1, 2)
+        blocks = cache.new_empty((cache.shape[1], len(ids), *cache.shape[2:]))
+        torch.index_select(cache, 0, ids, out=blocks.transpose(0, 1))  # one copy, heads first
+        if blocks.dim() == 5:
+            blocks = blocks.flatten(-2)
+        blocks = blocks.flatten(1, 2)
         offset = first * block_size
         return _convert(blocks[:, start - offset : stop - offset], dtype, params, batch, start)
 

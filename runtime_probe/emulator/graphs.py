@@ -1,0 +1,276 @@
+"""NPU graphs on a CPU: ``torch.npu.NPUGraph``, ``torch.npu.graph(...)`` and the task-group updates of
+captured operators, emulated by recording the operators a capture runs and running them again on replay.
+
+A graph captured on the device is a list of kernels bound to fixed memory: ``replay()`` runs them again on
+whatever the bound buffers hold now. The emulated tensors are CPU tensors that stay alive as long as the
+graph does, so recording each dispatcher call of the capture with its arguments, and on replay calling it
+again and writing its fresh result into the tensor the capture produced, gives the same semantics:
+
+- the capture runs the operators (the outputs of the capture are computed, as on the device after a
+  warm-up) and records, in order, every operator that writes a tensor (``copy_``, ``index_put_``, the cache
+  writers, ``.out`` calls, collectives) and every operator that makes a new tensor (its result is copied
+  into the captured one on replay); views are not recorded (the captured view still aliases its base) nor
+  are ``empty`` allocations (their contents are undefined);
+- Python values are frozen at capture, as on the device: sizes, lists passed as arguments, branches taken;
+  an operator whose output shape changes on replay raises;
+- ``graph_task_group_begin`` / ``_end`` during a capture delimit a group of recorded operators and return
+  its handle; the operators called between ``graph_task_update_begin(stream, handle)`` and
+  ``graph_task_update_end`` run at once and replace the group's operators for later replays (how vllm-ascend
+  passes each step's sequence lengths to a captured attention call);
+- ``NPUGraph.update(cpu_update_input=[{...}, ...])`` gives the captured attention calls (FIA v1/v2, IFA, in
+  capture order, one dict each, ``{}`` for none) new length lists, the only arguments torch_npu's capture
+  handlers update (``docs/operators/dispatcher.md#dsp-c25``); every other argument keeps its captured value;
+- ``pool()``, ``graph_pool_handle()``, ``capture_error_mode``, ``auto_dispatch_capture``, streams: accepted;
+  memory is never shared.
+
+Operators called on FakeTensors (``torch.compile`` tracing inside a capture) are not recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+_UNDEFINED_CONTENTS = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
+                                 torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
+                                 torch.ops.aten.new_empty_strided.default})  # fmt: skip
+"""Allocations whose contents are undefined: replaying them would copy garbage over garbage."""
+UPDATABLE: dict[str, frozenset[str]] = {
+    "npu_fused_infer_attention_score": frozenset({"actual_seq_lengths", "actual_seq_lengths_kv"}),
+    "npu_fused_infer_attention_score_v2": frozenset({"actual_seq_qlen", "actual_seq_kvlen"}),
+    "npu_incre_flash_attention": frozenset({"actual_seq_lengths"}),
+}
+"""Captured operator -> the arguments ``NPUGraph.update(cpu_update_input=...)`` may change (dsp-c25)."""
+
+
+@dataclass
+class _Call:
+    """One recorded dispatcher call: run again on replay, the tensors it makes anew copied into ``outputs``."""
+
+    func: torch._ops.OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    outputs: list[torch.Tensor]
+
+    def replay(self) -> None:
+        result = self.func(*self.args, **self.kwargs)
+        for value in tree_flatten(result)[0]:  # a collective's Work: the captured call was waited on
+            if not isinstance(value, torch.Tensor) and callable(getattr(value, "wait", None)):
+                value.wait()
+        for captured, new in zip(self.outputs, _fresh(self.func, result)):
+            if captured.shape != new.shape:
+                raise RuntimeError(f"NPU graph replay: {self.func} produced shape {tuple(new.shape)} where the capture "
+                                   f"produced {tuple(captured.shape)}; a captured graph has static shapes")  # fmt: skip
+            captured.copy_(new)
+
+
+@dataclass
+class _Group:
+    """The operators between ``graph_task_group_begin`` and ``_end``; an update replaces them."""
+
+    calls: list[_Call | _Group] = field(default_factory=list)
+
+    def replay(self) -> None:
+        for call in self.calls:
+            call.replay()
+
+
+def _flat(calls: list[_Call | _Group]) -> list[_Call]:
+    return [leaf for call in calls for leaf in (_flat(call.calls) if isinstance(call, _Group) else [call])]
+
+
+def _is_fake(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and (value.is_meta or isinstance(value, torch._subclasses.FakeTensor))
+
+
+def _fresh(func: torch._ops.OpOverload, result: Any) -> list[torch.Tensor]:
+    """The tensors of ``result`` that ``func`` makes anew: those of its returns that alias no input."""
+    returns = func._schema.returns
+    values = result if len(returns) > 1 else (result,)
+    return [tensor for ret, value in zip(returns, values) if ret.alias_info is None
+            for tensor in tree_flatten(value)[0] if isinstance(tensor, torch.Tensor)]  # fmt: skip
+
+
+def _recorded(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> _Call | None:
+    """The call to record for a replay, or None when replaying it would change nothing: a view (it aliases
+    its recorded base), an allocation of undefined contents, a call on fake tensors."""
+    inputs, _ = tree_flatten((args, kwargs))
+    if any(_is_fake(value) for value in inputs) or func in _UNDEFINED_CONTENTS:
+        return None
+    writes = any(argument.alias_info is not None and argument.alias_info.is_write for argument in func._schema.arguments)
+    outputs = _fresh(func, result)
+    return _Call(func, args, kwargs, outputs) if writes or outputs else None
+
+
+def _set_argument(call: _Call, name: str, value: object) -> None:
+    """Replace argument ``name`` of a recorded call, wherever the dispatcher put it (positional or keyword)."""
+    position = next(i for i, argument in enumerate(call.func._schema.arguments) if argument.name == name)
+    if position < len(call.args):
+        call.args = (*call.args[:position], value, *call.args[position + 1:])
+    else:
+        call.kwargs[name] = value
+
+
+class _Recorder(TorchDispatchMode):
+    """Runs every operator and appends the calls a replay needs to ``self.targets[-1]`` (the graph, or the
+    task group being captured)."""
+
+    def __init__(self, target: list[_Call | _Group]) -> None:
+        super().__init__()
+        self.targets = [target]
+
+    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:  # fmt: skip
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        call = _recorded(func, args, kwargs, result)
+        if call is not None:
+            self.targets[-1].append(call)
+        return result
+
+
+_capturing: tuple[NPUGraph, _Recorder] | None = None
+"""The graph being captured in this process, and its recorder."""
+
+
+class _PoolHandle:
+    """``graph_pool_handle()`` / ``NPUGraph.pool()``: graphs never share memory on the CPU."""
+
+
+class NPUGraph:
+    """``torch.npu.NPUGraph``: ``capture_begin`` / ``capture_end`` (or ``with torch.npu.graph(g):``), then
+    ``replay()``."""
+
+    def __init__(self, keep_graph: bool = False) -> None:
+        self._calls: list[_Call | _Group] = []
+        self._recorder: _Recorder | None = None
+        self._pool = _PoolHandle()
+
+    def capture_begin(self, pool: object = None, capture_error_mode: str = "global",
+                      auto_dispatch_capture: bool = False) -> None:  # fmt: skip
+        global _capturing
+        if _capturing is not None:
+            raise RuntimeError("an NPU graph is already being captured in this process")
+        self._calls = []
+        self._recorder = _Recorder(self._calls)
+        self._recorder.__enter__()
+        _capturing = (self, self._recorder)
+
+    def capture_end(self) -> None:
+        global _capturing
+        if _capturing is None or _capturing[0] is not self or self._recorder is None:
+            raise RuntimeError("capture_end() without a capture_begin() of this graph")
+        self._recorder.__exit__(None, None, None)
+        self._recorder, _capturing = None, None
+
+    def replay(self) -> None:
+        with torch.inference_mode():
+            for call in self._calls:
+                call.replay()
+
+    def update(self, cpu_update_input: list[dict[str, Any]]) -> None:
+        """New length arguments for the captured attention calls, one dict per call in capture order."""
+        calls = [call for call in _flat(self._calls) if call.func._schema.name.split("::")[-1] in UPDATABLE]
+        if len(cpu_update_input) != len(calls):
+            raise ValueError(f"NPUGraph.update: {len(cpu_update_input)} updates for the {len(calls)} attention calls "
+                             "this graph captured (one dict each, {} for none)")  # fmt: skip
+        for call, update in zip(calls, cpu_update_input):
+            name = call.func._schema.name.split("::")[-1]
+            unknown = sorted(set(update) - UPDATABLE[name])
+            if unknown:
+                raise ValueError(f"NPUGraph.update: {name} updates only {sorted(UPDATABLE[name])}, not {unknown}")
+            for key, value in update.items():
+                _set_argument(call, key, value.tolist() if isinstance(value, torch.Tensor) else list(value))
+
+    def reset(self) -> None:
+        self._calls = []
+
+    def pool(self) -> _PoolHandle:
+        return self._pool
+
+    def enable_debug_mode(self) -> None:
+        """Nothing to dump: the recorded calls are Python objects."""
+
+    def debug_dump(self, debug_path: str = "") -> None:
+        """See ``enable_debug_mode``."""
+
+
+class graph:  # noqa: N801 - the name torch.npu.graph has on the device
+    """``with torch.npu.graph(npu_graph, pool=None, stream=None, capture_error_mode="global"):`` captures the
+    block into ``npu_graph``."""
+
+    def __init__(self, npu_graph: NPUGraph, pool: object = None, stream: object = None,
+                 capture_error_mode: str = "global", auto_dispatch_capture: bool = False) -> None:  # fmt: skip
+        self.npu_graph = npu_graph
+        self.pool = pool
+        self.capture_error_mode = capture_error_mode
+
+    def __enter__(self) -> None:
+        self.npu_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
+
+    def __exit__(self, *exc: object) -> None:
+        self.npu_graph.capture_end()
+
+
+def graph_pool_handle() -> _PoolHandle:
+    return _PoolHandle()
+
+
+def is_current_stream_capturing() -> bool:
+    return _capturing is not None
+
+
+# -- task groups ------------------------------------------------------------------------------------------
+class TaskGroupHandle:
+    """``torch_npu._C._NPUTaskGroupHandle``: what ``graph_task_group_end`` returns; it names a group of a
+    captured graph (``group`` is None when the group was not captured)."""
+
+    def __init__(self, group: _Group | None = None) -> None:
+        self.group = group
+
+
+_updating: list[tuple[_Group, _Recorder]] = []
+
+
+def graph_task_group_begin(stream: object = None) -> None:
+    """During a capture, the operators until ``graph_task_group_end`` form a group an update can replace."""
+    if _capturing is not None:
+        recorder = _capturing[1]
+        group = _Group()
+        recorder.targets[-1].append(group)
+        recorder.targets.append(group.calls)
+
+
+def graph_task_group_end(stream: object = None) -> TaskGroupHandle:
+    if _capturing is None or len(_capturing[1].targets) < 2:
+        return TaskGroupHandle()
+    recorder = _capturing[1]
+    calls = recorder.targets.pop()
+    group = next(entry for entry in reversed(recorder.targets[-1]) if isinstance(entry, _Group) and entry.calls is calls)
+    return TaskGroupHandle(group)
+
+
+def graph_task_update_begin(stream: object, handle: TaskGroupHandle) -> None:
+    """The operators issued until ``graph_task_update_end`` run now, and replace the group's operators in
+    later replays."""
+    if handle.group is not None:
+        recorder = _Recorder([])
+        recorder.__enter__()
+        _updating.append((handle.group, recorder))
+
+
+def graph_task_update_end(stream: object = None) -> None:
+    """See ``graph_task_update_begin``."""
+    if _updating:
+        group, recorder = _updating.pop()
+        recorder.__exit__(None, None, None)
+        group.calls = recorder.targets[0]
+
+
+def make_graphed_callables(*args: object, **kwargs: object) -> Any:
+    raise NotImplementedError("torch.npu.make_graphed_callables is not emulated: capture with torch.npu.graph(...) "
+                              "and replay, or call the module eagerly")  # fmt: skip

@@ -1,0 +1,123 @@
+"""NPU graphs on the CPU: ``torch.npu.NPUGraph`` / ``torch.npu.graph`` capture the operators a block runs and
+``replay()`` runs them again on the buffers as they are now; task-group updates and ``NPUGraph.update`` give
+captured attention calls new lengths."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+
+class _PagedDecode(torch.nn.Module):
+    """nano-vLLM's decode step: a norm, a cache write through slot_mapping and paged attention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 3 * 32)
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                tables: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        import torch_npu
+
+        q, k, v = torch_npu.npu_rms_norm(self.proj(x), torch.ones(96))[0].split(32, dim=-1)
+        torch_npu._npu_reshape_and_cache(k.view(-1, 2, 16), v.view(-1, 2, 16), k_cache, v_cache, slots)
+        out = torch.empty(x.shape[0], 2, 16)
+        torch_npu._npu_paged_attention(q.view(-1, 2, 16), k_cache, v_cache, 2, 2, 0.25, tables, lengths, out)
+        return out.view(x.shape[0], 32)
+
+
+def test_npu_graph_replays_the_captured_operators_on_the_buffers_as_they_are_now(torch_npu: types.ModuleType) -> None:
+    torch.manual_seed(0)
+    model, batch, blocks = _PagedDecode(), 4, 8
+    caches = [torch.zeros(blocks, 4, 2, 16) for _ in range(2)]
+    x, slots = torch.zeros(batch, 32), torch.zeros(batch, dtype=torch.int32)
+    tables = torch.arange(blocks, dtype=torch.int32).view(batch, 2)
+    lengths = torch.ones(batch, dtype=torch.int32)
+    outputs = torch.zeros(batch, 32)
+    graph = torch.npu.NPUGraph()
+    with torch.inference_mode():
+        outputs[:] = model(x, slots, *caches, tables, lengths)  # warm-up
+        with torch.npu.graph(graph, pool=torch.npu.graph_pool_handle()):
+            assert torch.npu.is_current_stream_capturing()
+            outputs[:] = model(x, slots, *caches, tables, lengths)
+        eager_caches = [cache.clone() for cache in caches]
+        for step in range(1, 4):  # each step writes one token per sequence, then attends to all of them
+            x.copy_(torch.randn(batch, 32))
+            slots.copy_(tables[:, 0] * 4 + step)
+            lengths.fill_(step + 1)
+            graph.replay()
+            want = model(x, slots, *eager_caches, tables, lengths)
+            torch.testing.assert_close(outputs, want)
+            torch.testing.assert_close(caches[0], eager_caches[0])
+    assert not torch.npu.is_current_stream_capturing()
+
+
+def test_task_group_updates_and_graph_update_give_captured_attention_new_lengths(torch_npu: types.ModuleType) -> None:
+    q, k, v = (torch.randn(2, 1, 64) for _ in range(3))
+    out, lse = torch.zeros(2, 1, 64), torch.empty(1)
+    keys, values = torch.randn(2, 6, 64), torch.randn(2, 6, 64)
+
+    def attention(lengths: list[int]) -> None:
+        torch_npu.npu_fused_infer_attention_score.out(q, keys, values, num_heads=2, input_layout="BSH",
+                                                      actual_seq_lengths_kv=lengths, scale=0.125,
+                                                      out=[out, lse])  # fmt: skip
+
+    graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()
+    with torch.npu.graph(graph):
+        torch.npu.graph_task_group_begin(stream)
+        attention([1, 1])
+        handle = torch.npu.graph_task_group_end(stream)
+    torch.npu.graph_task_update_begin(stream, handle)
+    attention([6, 3])
+    torch.npu.graph_task_update_end(stream)
+    out.zero_()
+    graph.replay()
+    want = torch_npu.npu_fused_infer_attention_score(q, keys, values, num_heads=2, input_layout="BSH",
+                                                     actual_seq_lengths_kv=[6, 3], scale=0.125)[0]  # fmt: skip
+    torch.testing.assert_close(out, want)
+    graph.update(cpu_update_input=[{"actual_seq_lengths_kv": torch.tensor([2, 5])}])
+    graph.replay()
+    want = torch_npu.npu_fused_infer_attention_score(q, keys, values, num_heads=2, input_layout="BSH",
+                                                     actual_seq_lengths_kv=[2, 5], scale=0.125)[0]  # fmt: skip
+    torch.testing.assert_close(out, want)
+    with pytest.raises(ValueError, match="updates only"):
+        graph.update(cpu_update_input=[{"pre_tokens": 3}])
+    with pytest.raises(NotImplementedError, match="make_graphed_callables"):
+        torch.npu.make_graphed_callables(torch.nn.Linear(2, 2), (torch.ones(2),))
+
+
+def test_operators_that_write_a_cache_and_return_new_tensors_refresh_both_on_replay(torch_npu: types.ModuleType) -> None:
+    """DeepSeek's MLA cache writer updates the caches in place and returns the normed latent the next
+    operator consumes: a replay must refresh that output too, not only the caches."""
+    kv, slots = torch.zeros(1, 1, 2, 16 + 16), torch.tensor([0, 1])
+    gamma, cos, sin = torch.ones(16), torch.ones(2, 1, 1, 16), torch.zeros(2, 1, 1, 16)
+    rope_cache, nope_cache = torch.zeros(2, 16, 1, 16), torch.zeros(2, 16, 1, 16)
+    doubled = torch.zeros(1, 1, 2, 16)
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph):
+        _, c_kv = torch_npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, slots, rope_cache, nope_cache,
+                                                         cache_mode="PA", is_output_kv=True)  # fmt: skip
+        doubled.copy_(c_kv * 2)
+    kv.copy_(torch.randn(1, 1, 2, 32))
+    slots.copy_(torch.tensor([5, 6]))
+    graph.replay()
+    want = torch.nn.functional.rms_norm(kv[..., :16], (16,), gamma, eps=1e-5)
+    torch.testing.assert_close(doubled, want * 2)
+    torch.testing.assert_close(nope_cache.view(32, 16)[5:7], want.view(2, 16))
+
+
+def test_a_replay_whose_shapes_change_and_a_nested_capture_raise(torch_npu: types.ModuleType) -> None:
+    lengths = torch.tensor([2, 3])
+    out = torch.zeros(1)
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph):
+        nonzero = torch.nonzero(lengths > 2)  # a data-dependent shape: legal eagerly, not in a captured graph
+        out.copy_(nonzero.sum())
+        with pytest.raises(RuntimeError, match="already being captured"):
+            torch.npu.NPUGraph().capture_begin()
+    lengths.fill_(3)
+    with pytest.raises(RuntimeError, match="static shapes"):
+        graph.replay()
+    assert not torch.npu.is_current_stream_capturing()
