@@ -101,7 +101,8 @@ class _OperatorModule(corpus._Module):
         self.emit()
         self.emit()
         self.emit(f"def {name}({device}):")
-        self.emit('"""The compressed causal mask sparse_mode 2 and 3 expect: 2048 x 2048, True above the diagonal."""', 1)
+        self.emit('"""The compressed causal mask sparse_mode 2 and 3 expect: 2048 x 2048, '
+                  'True above the diagonal."""', 1)
         self.emit(f"return torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device={device}), diagonal=1)", 1)
         return name
 
