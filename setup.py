@@ -10,7 +10,9 @@ wheel's RECORD complete, so ``pip uninstall`` removes them.
 Order: Python's ``site`` module executes the ``.pth`` files of a site-packages folder in sorted order of
 their names (``site.addsitedir``), and a setuptools editable install puts the project on ``sys.path``
 through its own ``__editable__.<name>-<version>.pth`` (setuptools' "Development Mode" documentation, PEP
-660). ``_`` sorts before ``k``, so an editable kvlint is importable when the ``kvlint.pth`` line runs.
+660). ``_`` sorts before ``k``, so an editable kvlint is importable when the ``kvlint.pth`` line runs. The
+line tests ``KVLINT_PROBE`` / ``KVLINT_EMULATE`` itself, so that with both unset no process imports any of
+kvlint.
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
+START_LINE = (
+    'import os; (os.environ.get("KVLINT_PROBE") or os.environ.get("KVLINT_EMULATE")) '
+    'and __import__("kvlint._startup")._startup.activate_from_env()\n'
+)
+"""The ``.pth`` line: ``site`` has imported ``os`` already, and kvlint is imported only when a variable is set."""
 START_FILES = {
-    "kvlint.pth": "import kvlint._startup; kvlint._startup.activate_from_env()\n",
+    "kvlint.pth": START_LINE,
     "kvlint.start": "kvlint._startup:activate_from_env\n",
 }
 

@@ -10,7 +10,14 @@ On CPU the emulated operator itself takes milliseconds to seconds, so that ratio
 overhead relative to a device call. The probe's own cost is therefore also measured with the operator
 replaced by a no-op returning the same output ("probe cost" rows): that added time per call is the
 number to set against a device operator's latency, and unprobed time plus that cost gives ratios that
-load changes between the timed blocks cannot distort ("unprobed + cost" rows). Run:
+load changes between the timed blocks cannot distort ("unprobed + cost" rows).
+
+The per-call cost on a repeated signature (issue 15, target <= 25 us) is measured the same way, on the
+no-op operator with the same arguments every call, after the site's first (fully checked) call, in three
+settings: value checks never sampled (the cost of every call that is not sampled), the default sampling
+(first 256 calls of the site, then every 1024th: the cost averaged over 4096 calls past the first 256), and
+every call value-checked (the cost of a sampled call). Both clocks are printed: wall time, and this
+process's CPU time, which other processes on a shared machine disturb less. Run:
 ``python benchmarks/probe_overhead.py [--runs 5 --calls 3]``.
 """
 
@@ -19,8 +26,10 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from kvlint.runtime_probe import emulator
@@ -29,6 +38,9 @@ from kvlint.runtime_probe.config import Settings
 from kvlint.runtime_probe.hooks import ProbedOp
 
 from kvlint.catalogue.operators import FIA_V1
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 VALIDATE = Settings(compare=False)
@@ -96,14 +108,62 @@ def probe_cost(case: Case, output: object, calls: int, settings: Settings) -> fl
         runtime_probe.deactivate()
 
 
+REPEATED: dict[str, Settings] = {
+    "repeated signature, not sampled": Settings(compare=False, value_first=1, value_every=0),
+    "repeated signature, default sampling": Settings(compare=False),
+    "every call value-checked": Settings(compare=False, value_first=None),
+}
+
+
+def _clocks(call: Callable[[], object], calls: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
+
+
+def repeated_cost(case: Case, output: object, settings: Settings, calls: int, warm_up: int) -> tuple[float, float]:
+    """(wall, CPU) seconds the probe adds to a call whose signature the site has seen, after ``warm_up``
+    calls: the no-op operator probed minus bare, same arguments every call."""
+    args, keywords = case
+
+    def noop(*args: object, **keywords: object) -> object:
+        return output
+
+    probe = runtime_probe.activate(settings, stream=io.StringIO())
+    try:
+        probed = ProbedOp(noop, FIA_V1, probe)
+
+        def call() -> object:  # one call site for the warm-up and the timed calls
+            return probed(*args, **keywords)
+
+        _clocks(call, warm_up)
+        bare = _clocks(lambda: noop(*args, **keywords), calls)
+        timed = _clocks(call, calls)
+        (site,) = probe.recorder.sites.values()
+        assert site.validated == site.calls and not probe.recorder.findings, probe.recorder.as_json()
+        return timed[0] - bare[0], timed[1] - bare[1]
+    finally:
+        runtime_probe.deactivate()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--update-results", action="store_true", help="write the table into RESULTS.md")
     options = parser.parse_args()
+    table: list[str] = []
+
+    def emit(line: str) -> None:
+        """Print a row of the table and keep it for RESULTS.md."""
+        table.append(line)
+        print(line, flush=True)
+
     torch.manual_seed(0)
     torch_npu = emulator.install()
-    print(f"{'shape':8} {'mode':36} {'ms/call':>10} {'ratio':>7} {'+us/call':>9}")
+    emit(f"{'shape':8} {'mode':36} {'ms/call':>10} {'ratio':>7} {'+us/call':>9}")
+    emit(f"{'':8} {'(probe cost rows: wall us added per call, and CPU us in parentheses)':36}")
     for shape, make_case in (("decode", decode_case), ("prefill", prefill_case)):
         args, keywords = case = make_case()
 
@@ -111,12 +171,17 @@ def main() -> None:
             return torch_npu.npu_fused_infer_attention_score(*args, **keywords)
 
         output = call()
+        for label, settings in REPEATED.items():
+            calls = 4096 if settings.value_every else 1000 if settings.value_first is None else 5000
+            costs = [repeated_cost(case, output, settings, calls, warm_up=256) for _ in range(options.runs)]
+            wall, cpu = (statistics.median(c[i] for c in costs) for i in (0, 1))
+            emit(f"{shape:8} {'probe cost: ' + label:36} {'':>10} {'':>7} {wall * 1e6:9.1f}  (CPU {cpu * 1e6:.1f})")
         validation = statistics.median(probe_cost(case, output, 200, VALIDATE) for _ in range(options.runs))
         comparison = statistics.median(
             probe_cost(case, output, options.calls, COMPARE) for _ in range(options.runs)
         )
-        print(f"{shape:8} {'probe cost: validate':36} {'':>10} {'':>7} {validation * 1e6:9.0f}")
-        print(f"{shape:8} {'probe cost: compare':36} {'':>10} {'':>7} {comparison * 1e6:9.0f}")
+        emit(f"{shape:8} {'probe cost: validate':36} {'':>10} {'':>7} {validation * 1e6:9.0f}")
+        emit(f"{shape:8} {'probe cost: compare':36} {'':>10} {'':>7} {comparison * 1e6:9.0f}")
         samples: dict[str, list[float]] = {mode: [] for mode in MODES}
         for _ in range(options.runs):
             for mode, settings in MODES.items():
@@ -124,11 +189,16 @@ def main() -> None:
         base = statistics.median(samples["unprobed"])
         for mode in MODES:
             median = statistics.median(samples[mode])
-            print(f"{shape:8} {mode:36} {median * 1e3:10.3f} {median / base:7.3f} {(median - base) * 1e6:9.0f}")
+            emit(f"{shape:8} {mode:36} {median * 1e3:10.3f} {median / base:7.3f} {(median - base) * 1e6:9.0f}")
         for mode, cost in (("validate", validation), ("compare every call", comparison)):
-            print(f"{shape:8} {mode + ' (unprobed + cost)':36} {(base + cost) * 1e3:10.3f} {(base + cost) / base:7.3f} "
+            emit(f"{shape:8} {mode + ' (unprobed + cost)':36} {(base + cost) * 1e3:10.3f} {(base + cost) / base:7.3f} "
                   f"{cost * 1e6:9.0f}")
 
+    if options.update_results:
+        harness.update_results("probe_overhead", "\n".join([
+            "### Runtime probe overhead (`benchmarks/probe_overhead.py`)", "",
+            f"Command: `python benchmarks/probe_overhead.py --runs {options.runs} --calls {options.calls}`. "
+            f"Machine: {harness.machine()}", "", "```text", *table, "```"]))
 
 if __name__ == "__main__":
     main()

@@ -2,26 +2,36 @@
 ``.pth`` start-up hooks do not run, e.g. ``python -S``); ``KVLINT_PROBE`` defaults to ``1`` here and the
 other ``KVLINT_*`` variables apply as usual.
 
-``python -m kvlint.runtime_probe --merge FILES... [-o OUT]`` merges per-rank JSON reports into one summary
-(and one report with ``-o``): counts add up and the ranks' cache steps are concatenated, each tagged with
-its rank; the exit status is 1 when any error-level finding was reported.
+``python -m kvlint.runtime_probe --merge REPORTS... [-o OUT]`` merges the reports of several processes into
+one summary (and one report with ``-o``): counts add up and the ranks' cache steps are concatenated, each
+tagged with its rank. A report path as given to ``KVLINT_PROBE_REPORT`` (``report.json``) stands for the
+whole set its processes wrote: itself and its ``report.rank*.json`` / ``report.pid*.json`` siblings; a
+folder stands for the ``*.json`` files in it.
+
+Exit status: 0, or 1 when an error-level finding was reported; 3 when a report could not be read (missing,
+not JSON, not a probe report) or a rank's report is missing from the set (fewer ranks than ``WORLD_SIZE``).
+The others are still merged and summarised, and the error names the file or the rank. When the reader
+of the summary goes away (``--merge ... | head``), the merge stops quietly with status 141.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import re
 import runpy
 import sys
 from pathlib import Path
 
-from kvlint.runtime_probe.report import merge, summary, write_json
+from kvlint.runtime_probe.report import ReportError, merge, missing_ranks, read_report, summary, write_json
 
 from kvlint import _startup
 from kvlint.catalogue.rules import ERROR
+from kvlint.console import quiet_on_broken_pipe
 
-USAGE = "python -m kvlint.runtime_probe SCRIPT [ARGS...] | --merge FILES... [-o OUT]"
+USAGE = "python -m kvlint.runtime_probe SCRIPT [ARGS...] | --merge REPORTS... [-o OUT]"
+FINDINGS, INCOMPLETE = 1, 3
+_TAGGED = re.compile(r"\.(rank\d+|pid\d+)(\.pid\d+)?$")
 
 
 def run_script(argv: list[str]) -> None:
@@ -33,16 +43,40 @@ def run_script(argv: list[str]) -> None:
     runpy.run_path(argv[0], run_name="__main__")
 
 
+def report_set(path: Path) -> list[Path]:
+    """The files one argument of ``--merge`` stands for (the path itself when nothing else matches)."""
+    if path.is_dir():
+        return sorted(path.glob("*.json")) or [path / "*.json"]
+    if _TAGGED.search(path.stem):
+        return [path]
+    siblings = sorted(p for p in path.parent.glob(f"{path.stem}.*{path.suffix}") if _TAGGED.search(p.stem))
+    return ([path] if path.exists() or not siblings else []) + siblings
+
+
 def merge_reports(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvlint.runtime_probe --merge")
-    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("files", nargs="+", type=Path, metavar="REPORTS")
     parser.add_argument("-o", "--output", type=Path, help="write the merged JSON report here")
     options = parser.parse_args(argv)
-    report = merge(json.loads(path.read_text(encoding="utf-8")) for path in options.files)
-    print(summary(report))
+    paths = list(dict.fromkeys(p for argument in options.files for p in report_set(argument)))
+    reports, errors = [], []
+    for path in paths:
+        try:
+            reports.append(read_report(path))
+        except ReportError as error:
+            errors.append(str(error))
+    report = merge(reports)
+    errors += [f"no report from rank {rank} (WORLD_SIZE={report['processes'][0]['world_size']}): it did not write "
+               "one (did it exit early?)" for rank in missing_ranks(report)]
+    if reports:
+        print(summary(report))
+    for error in errors:
+        print(f"kvlint-probe: error: {error}", file=sys.stderr)
     if options.output is not None:
         write_json(report, options.output)
-    return 1 if any(finding["severity"] == ERROR for finding in report["findings"]) else 0
+    if errors:
+        return INCOMPLETE
+    return FINDINGS if any(finding["severity"] == ERROR for finding in report["findings"]) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: {USAGE}", file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
     if argv[0] == "--merge":
-        return merge_reports(argv[1:])
+        return quiet_on_broken_pipe(lambda: merge_reports(argv[1:]))
     run_script(argv)
     return 0
 

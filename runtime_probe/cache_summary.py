@@ -6,7 +6,11 @@ Torch-free (``report.py`` and ``--merge`` load it without torch); the figures ar
     "cache": {"timing_source": "emulator" | "device", "peak_bytes_per_s": float | null,
               "steps": [{"rank", "step", "phase", "calls", "kv_bytes_read", "tokens_in_use",
                          "tokens_allocated", "blocks_in_use", "blocks_allocated", "seconds",
-                         "achieved_bytes_per_s", "floor_seconds"}]}
+                         "achieved_bytes_per_s", "floor_seconds"}],
+              "unmeasured_steps": int}
+
+``unmeasured_steps`` counts the steps left out because some of their attention calls were not
+value-checked (``KVLINT_PROBE_VALUE_FIRST`` / ``_EVERY``).
 
 ``rank`` is the process's ``RANK``/``LOCAL_RANK`` (null in a single process); ``blocks_*`` are null for a
 step without paged calls; ``seconds`` and ``achieved_bytes_per_s`` are null when the calls were not timed
@@ -71,10 +75,11 @@ class CacheSection:
     timing_source: str
     peak_bytes_per_s: float | None
     steps: list[StepFigures]
+    unmeasured_steps: int = 0
 
     def as_json(self) -> dict[str, object]:
         return {"timing_source": self.timing_source, "peak_bytes_per_s": self.peak_bytes_per_s,
-                "steps": [asdict(step) for step in self.steps]}
+                "steps": [asdict(step) for step in self.steps], "unmeasured_steps": self.unmeasured_steps}
 
 
 def _common(values: list[object], differing: object) -> object:
@@ -87,15 +92,18 @@ def merge_sections(sections: Iterable[dict[str, object] | None]) -> dict[str, ob
     sources: list[object] = []
     peaks: list[object] = []
     steps: list[dict[str, object]] = []
+    unmeasured = 0
     for position, section in enumerate(sections):
         if not section:
             continue
         sources.append(section["timing_source"])
         peaks.append(section["peak_bytes_per_s"])
+        unmeasured += int(section.get("unmeasured_steps", 0))  # type: ignore[call-overload]
         for step in section["steps"]:  # type: ignore[attr-defined]
             steps.append({**step, "rank": position if step["rank"] is None else step["rank"]})
     return {"timing_source": _common(sources, "mixed") if sources else "device",
-            "peak_bytes_per_s": _common(peaks, None) if peaks else None, "steps": steps}
+            "peak_bytes_per_s": _common(peaks, None) if peaks else None, "steps": steps,
+            "unmeasured_steps": unmeasured}
 
 
 def _number(value: object) -> str:
@@ -126,6 +134,7 @@ def section_lines(section: dict[str, object] | None) -> list[str]:
     """The cache section of the exit summary; no lines when no attention call was understood."""
     if not section or not section["steps"]:
         return []
+    unmeasured = int(section.get("unmeasured_steps", 0))  # type: ignore[call-overload]
     steps: list[dict[str, object]] = section["steps"]  # type: ignore[assignment]
     peak = section["peak_bytes_per_s"]
     timed = any(s["seconds"] is not None for s in steps)
@@ -148,4 +157,7 @@ def section_lines(section: dict[str, object] | None) -> list[str]:
     widths = [max(len(row[i]) for row in rows if len(row) == len(header)) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     totals = [line for line in (_totals(steps, DECODE), _totals(steps, PREFILL)) if line]
+    if unmeasured:
+        totals.append(f"{unmeasured} later step(s) not measured: their calls were not all value-checked "
+                      "(KVLINT_PROBE_VALUE_FIRST=all measures every step)")
     return [f"KV cache reads per step ({timing}; {floor})", *lines, *totals]

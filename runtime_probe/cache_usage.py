@@ -15,12 +15,11 @@ cache itself):
   so the call still has a single device-to-host read, and are counted once per step for a given
   (table, lengths): every layer of a step shares them.
 
-A **step** is recognised the way ``drift.py`` recognises the steps of cache writes, without knowing the
-model: each distinct key tensor an attention call reads is a layer, and reading a key already read in
-the current step starts the next step. This needs no hook into the model's ``forward`` and holds for
-every in-place cache (paged or contiguous); a program that builds a new key tensor for every call (a
-``torch.cat`` per step) is not split into steps by it, but its byte totals stay right. A step is a
-``decode`` step when every call has one query token per sequence, else a ``prefill`` step.
+A **step** is the probe's (``steps``): it starts when the first layer's call site comes round again on
+the thread. Figures are measured on value-checked calls, and a step is shown only when every attention
+call in it was measured (the first steps of a run, and every step with ``KVLINT_PROBE_VALUE_FIRST=all``);
+the others are counted as unmeasured. A step is a ``decode`` step when every call has one query token per
+sequence, else a ``prefill`` step.
 
 **Time**: host timestamps around each attention call (``Probe.run``), only when they measure the work:
 on the emulator and on CPU tensors the call is synchronous; on the device only with
@@ -166,7 +165,6 @@ def _rank(environ: Mapping[str, str]) -> int | None:
 @dataclass
 class _Step:
     figures: StepFigures
-    keys: set[int] = field(default_factory=set)
     memo: dict[tuple[object, ...], int] = field(default_factory=dict)
     """(table, lengths, ...) -> distinct blocks, computed once per step."""
 
@@ -176,36 +174,34 @@ class CacheUsage:
 
     def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
         self._lock = threading.Lock()
-        self._steps: list[_Step] = []
+        self._steps: dict[int, _Step] = {}
         self.peak = peak_bandwidth(environ)
         self._launch_blocking = environ.get("ASCEND_LAUNCH_BLOCKING", "").strip() == "1"
         self._rank = _rank(environ)
 
-    def record(self, call: LiveCall, seconds: float) -> None:
-        """Add one attention call (``seconds``: host time around it) to the current step."""
-        key = call.get("key")
-        if not isinstance(key, torch.Tensor):
+    def record(self, call: LiveCall, seconds: float, step: int) -> None:
+        """Add one attention call (``seconds``: host time around it) to step number ``step``."""
+        if not isinstance(call.get("key"), torch.Tensor):
             return
-        identity = key.data_ptr()
         with self._lock:
-            last = self._steps[-1] if self._steps else None
-            current = last if last is not None and identity not in last.keys else None
+            current = self._steps.get(step)
             memo = {} if current is None else current.memo
             reads = call_reads(call, memo)
             if reads is None:
                 return
             if current is None:
-                current = _Step(StepFigures(rank=self._rank, step=len(self._steps) + 1), memo=memo)
-                self._steps.append(current)
-            current.keys.add(identity)
+                current = self._steps[step] = _Step(StepFigures(rank=self._rank, step=step), memo=memo)
             current.figures.add_call(reads.kv_bytes, reads.tokens_in_use, reads.tokens_allocated, reads.decode,
                                      reads.blocks, seconds if synchronous(call, self._launch_blocking) else None)
 
-    def section(self) -> CacheSection:
-        """The report's ``cache`` section, with the achieved bandwidth and the floor of each step."""
+    def section(self, attention_calls: Mapping[int, int]) -> CacheSection:
+        """The report's ``cache`` section: the steps whose every attention call (``attention_calls``, per
+        step number) was measured, with the achieved bandwidth and the floor of each."""
         with self._lock:
-            steps = [s.figures for s in self._steps]
+            measured = [s.figures for number, s in sorted(self._steps.items())
+                        if s.figures.calls == attention_calls.get(number)]
         floor = None if self.peak is None else (lambda n: float(decode_latency_floor(n, self.peak)))
         timing = "emulator" if _emulated() else "device"
+        unmeasured = sum(1 for number, calls in attention_calls.items() if calls) - len(measured)
         return CacheSection(timing, None if self.peak is None else float(self.peak),
-                            [s.finished(floor) for s in steps])
+                            [s.finished(floor) for s in measured], unmeasured)

@@ -2,6 +2,17 @@
 
 The static rules that apply to live values keep their codes (KVL1xx-3xx); the runtime-only ones are
 KVL503-KVL508. A check that needs a value it cannot read (meta or fake tensors) stays silent.
+
+Two tables, by what a check reads:
+
+- ``SIGNATURE_CHECKS`` read only the call's signature (dtypes, shapes, which optional tensors are given,
+  layout, modes, head counts): the probe runs them once per call site and signature and counts their
+  findings on every later call with that signature;
+- ``VALUE_CHECKS`` read values (lengths, block ids, slots): they run on value-checked calls (the first
+  calls of each site, then a sample; ``config.Settings.value_checked``).
+
+A new check is one function and one row. The checks across calls (KVL505, KVL507, KVL509, KVL510) live in
+``drift``, ``decoder`` and ``coverage``; ``non_causal_prefill`` is KVL507's condition on the call itself.
 Facts: docs/operators/constraints.md (constraints) and docs/operators/kv_cache_writes.md (cache writes).
 """
 
@@ -12,23 +23,13 @@ from collections.abc import Callable
 import torch
 from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
+from kvlint.catalogue.cache_writes import CACHE_WRITES, STARTS
 from kvlint.catalogue.operators import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
 TEMPLATE_SHAPES = ((2048, 2048), (1, 2048, 2048), (1, 1, 2048, 2048))
 TEMPLATE_MODES = frozenset({2, 3, 4})
 MLA_ROPE_DIM = 64
-CACHE_WRITE_INDICES = {
-    "npu_scatter_nd_update": "indices",
-    "npu_scatter_nd_update_": "indices",
-    "npu_scatter_pa_kv_cache": "slot_mapping",
-    "npu_scatter_pa_kv_cache_functional": "slot_mapping",
-    "npu_kv_rmsnorm_rope_cache": "index",
-    "npu_kv_rmsnorm_rope_cache_v2": "index",
-    "npu_kv_rmsnorm_rope_cache_v2_functional": "index",
-}
-"""Cache writes whose indices name single slots, so a repeated index is a write collision. (The
-``scatter_update`` indices are per-batch start offsets; equal offsets in two batches are fine.)"""
 
 
 def _sparse_mode_applies(call: LiveCall, geo: Geometry) -> bool:
@@ -139,18 +140,25 @@ def _kv_capacity(call: LiveCall, geo: Geometry) -> int | None:
 
 
 def _cumulative_problem(lengths: list[int], total: int | None) -> str | None:
+    """TND/NTD lengths: the cumulative end of each batch (FIA-C14)."""
     if any(b < a for a, b in zip([0, *lengths], lengths)):
         return "must be cumulative (non-decreasing, no negatives) for a varlen layout"
+    if len(lengths) > 1 and lengths[0] == 0:
+        return ("starts with 0: varlen lengths are each batch's cumulative end, without the leading 0 of "
+                "flash-attn's cu_seqlens")
     if total is not None and lengths and lengths[-1] != total:
         return f"must end at T={total} for a varlen layout, ends at {lengths[-1]}"
     return None
 
 
 def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None) -> str | None:
-    if batch is not None and len(lengths) != 1 and len(lengths) < batch:
-        return f"has {len(lengths)} entries for a batch of {batch} (needs 1 or at least {batch})"
-    used = lengths if batch is None or len(lengths) == 1 else lengths[:batch]
-    for index, value in enumerate(used):
+    """One entry per batch row, or one for all (FIA-C13); each at most S."""
+    if batch is not None and len(lengths) not in (1, batch):
+        packed = (f"; {len(lengths)} lengths for {batch} batch row(s) look like sequences packed into one row, "
+                  "which needs the TND layout with cumulative lengths") if len(lengths) > batch else ""
+        needs = "1" if batch == 1 else f"1 or {batch}"
+        return f"has {len(lengths)} entries for a batch of {batch} (needs {needs}){packed}"
+    for index, value in enumerate(lengths):
         if value < 0:
             return f"entry {index} is negative ({value})"
         if limit is not None and value > limit:
@@ -159,7 +167,8 @@ def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None)
 
 
 def seq_lengths(call: LiveCall) -> str | None:
-    """KVL503: lengths must fit the tensors (per-batch <= S; varlen cumulative, ending at T)."""
+    """KVL503: lengths must fit the tensors: per batch row one entry (or one for all), each <= S; varlen
+    (TND/NTD) cumulative ends, non-decreasing, ending at T, as many for the keys as for the queries."""
     geo = call.geometry
     if geo is None:
         return None
@@ -240,31 +249,47 @@ def head_shapes(call: LiveCall) -> str | None:
             return f"query head dim {geo.head_dim} != key head dim {geo.kv_head_dim}"
     for name in ("query_rope", "key_rope"):
         rope = call.get(name)
-        if isinstance(rope, torch.Tensor) and rope.shape[-1] != MLA_ROPE_DIM:
-            return f"{name} last dim is {rope.shape[-1]}, must be {MLA_ROPE_DIM} in MLA"
+        if isinstance(rope, torch.Tensor):
+            dim = _logical_head_dim(rope, paged=geo.paged and name == "key_rope")
+            if dim != MLA_ROPE_DIM:
+                shown = f"{dim} (NZ {list(rope.shape)})" if dim != rope.shape[-1] else str(dim)
+                return f"{name} head dim is {shown}, must be {MLA_ROPE_DIM} in MLA"
     return None
 
 
-def non_causal_prefill(call: LiveCall) -> str | None:
-    """KVL507: several query tokens, sparse_mode 0 and no mask means every query sees every key."""
+def _logical_head_dim(tensor: torch.Tensor, paged: bool) -> int:
+    """The head dim a tensor stands for: its last dim, or for a paged NZ cache ``[blocks, N, D/16, bs, 16]``
+    (int8: ``D/32 ... 32``) the tile count times the tile width (FIA-C41)."""
+    if paged and tensor.dim() == 5:
+        return tensor.shape[2] * tensor.shape[4]
+    return tensor.shape[-1]
+
+
+def non_causal_prefill(call: LiveCall) -> tuple[int, int] | None:
+    """KVL507's condition on the call: several query tokens, sparse_mode 0 and no mask, so every query sees
+    every key; (query tokens, keys) when it holds. Whether that is a mistake is the evidence's to say
+    (``decoder``): an encoder attends bidirectionally by design."""
     geo = call.geometry
     if geo is None or call.name not in (FIA_V1, FIA_V2, PFA):
         return None
     if call.get("sparse_mode") != 0 or call.get("atten_mask") is not None:
         return None
     q_len = max(_query_lengths(call, geo) or [geo.q_seq]) if geo.varlen else geo.q_seq
-    kv_lengths = call.per_batch_kv_lengths(geo.batch) if geo.paged else None
+    kv_lengths = None if geo.varlen and not geo.paged else call.per_batch_kv_lengths(geo.batch)
     kv_len = max(kv_lengths) if kv_lengths else geo.kv_seq
     if q_len <= 1 or kv_len is None or kv_len < q_len:
         return None
-    return (f"{q_len} query tokens over {kv_len} keys with sparse_mode=0 and no atten_mask: no causal "
-            "masking (intended only for bidirectional encoders)")
+    return q_len, kv_len
 
 
 def duplicate_slots(call: LiveCall) -> str | None:
-    """KVL508: two writes to one cache slot in one call leave an undefined value on the device."""
-    param = CACHE_WRITE_INDICES.get(call.name)
-    indices = call.get(param) if param else None
+    """KVL508: two writes to one cache slot in one call leave an undefined value on the device (KVC-C15,
+    KVC-C24). Per-row starts (``scatter_update``) may repeat: two batch rows at one position are fine."""
+    write = CACHE_WRITES.get(call.name)
+    if write is None or STARTS in {addressing.kind for addressing in write.layouts.values()}:
+        return None
+    param = write.positions
+    indices = call.get(param)
     if not isinstance(indices, torch.Tensor) or not call.concrete or indices.numel() == 0:
         return None
     if call.name.startswith("npu_scatter_nd_update"):
@@ -281,18 +306,20 @@ def duplicate_slots(call: LiveCall) -> str | None:
     return None
 
 
-ARGUMENT_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
+SIGNATURE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
     "KVL106": layout,
     "KVL108": rope_pair,
     "KVL109": gqa_heads,
     "KVL201": mask_dtype,
-    "KVL202": mask_shape,
     "KVL203": mask_missing,
     "KVL301": block_table_dtype,
+    "KVL506": head_shapes,
+}
+"""Checks that read only the call's signature; run once per call site and signature."""
+VALUE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
+    "KVL202": mask_shape,
     "KVL503": seq_lengths,
     "KVL504": block_table,
-    "KVL506": head_shapes,
-    "KVL507": non_causal_prefill,
     "KVL508": duplicate_slots,
 }
-"""Run in this order before the operator; each check is independent of the others."""
+"""Checks that read lengths, block ids or slots; run on value-checked calls."""

@@ -3,9 +3,18 @@
 ``KVLINT_PROBE``: ``1``/``on`` validate every call and compare a sample with the reference,
 ``validate`` validate only, ``strict`` like ``on`` but raise ``ProbeError`` at the first error-level
 finding, ``0``/``off``/unset nothing. ``KVLINT_PROBE_SAMPLE``: compare the first N calls of each call
-site (``all``: every call). ``KVLINT_PROBE_REPORT``: path of the JSON report, made per-rank
-(``path.rank3.json``) when ``RANK`` or ``LOCAL_RANK`` is set so that torchrun workers do not overwrite
-each other's report.
+site (``all``: every call).
+
+What is validated on which call: a call site's first call with a given argument signature (dtypes,
+shapes, keyword set, layout, modes) gets every check; later calls with that signature are counted, and the
+findings of the checks that follow from the signature alone are counted again, at a cost of a few
+microseconds. The checks that read values (lengths, block ids, slots, outputs; on a device each is a host
+sync) run on sampled calls: the first ``KVLINT_PROBE_VALUE_FIRST`` calls of each site (default 256,
+``all``: every call), then every ``KVLINT_PROBE_VALUE_EVERY``-th (default 1024, ``0``: never).
+
+``KVLINT_PROBE_REPORT``: path of the JSON report, made per-rank (``path.rank3.json``) when ``RANK`` or
+``LOCAL_RANK`` is set; a process started by a probed process (a spawned or forked worker, which inherits
+``KVLINT_PROBE_PARENT``) adds its pid (``path.pid4242.json``), so no process overwrites another's report.
 """
 
 from __future__ import annotations
@@ -19,6 +28,10 @@ from pathlib import Path
 OFF_VALUES = frozenset({"", "0", "off", "false", "no"})
 ON_VALUES = frozenset({"1", "on", "true", "yes"})
 DEFAULT_SAMPLE = 3
+DEFAULT_VALUE_FIRST = 256
+DEFAULT_VALUE_EVERY = 1024
+PARENT_VARIABLE = "KVLINT_PROBE_PARENT"
+"""Set by the first probed process to its pid; a process that inherits another pid is a worker."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,15 @@ class Settings:
     sample: int | None = DEFAULT_SAMPLE
     """Calls compared per call site; None compares every call."""
     report_path: Path | None = None
+    value_first: int | None = DEFAULT_VALUE_FIRST
+    """Calls of each site whose values are all checked; None checks every call."""
+    value_every: int = DEFAULT_VALUE_EVERY
+    """After the first ones, every n-th call of a site is value-checked (0: none)."""
+
+    def value_checked(self, number: int) -> bool:
+        """Whether the ``number``-th call of a site (1 for the first) gets the value checks."""
+        first = self.value_first
+        return first is None or number <= first or (self.value_every > 0 and number % self.value_every == 0)
 
 
 def from_env(environ: Mapping[str, str] = os.environ) -> Settings | None:
@@ -42,21 +64,29 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings | None:
     return Settings(
         compare=mode != "validate",
         strict=mode == "strict",
-        sample=_sample(environ.get("KVLINT_PROBE_SAMPLE", "")),
+        sample=_count("KVLINT_PROBE_SAMPLE", environ, DEFAULT_SAMPLE),
         report_path=_report_path(environ),
+        value_first=_count("KVLINT_PROBE_VALUE_FIRST", environ, DEFAULT_VALUE_FIRST),
+        value_every=_count("KVLINT_PROBE_VALUE_EVERY", environ, DEFAULT_VALUE_EVERY, allow_all=False) or 0,
     )
 
 
-def _sample(value: str) -> int | None:
-    value = value.strip().lower()
-    if value == "all":
+def _count(variable: str, environ: Mapping[str, str], default: int, allow_all: bool = True) -> int | None:
+    """A count of calls, ``all`` (None) where allowed; anything else is announced and the default used."""
+    value = environ.get(variable, "").strip().lower()
+    if allow_all and value == "all":
         return None
     if value.isdigit():
         return int(value)
     if value:
-        print(f"kvlint: KVLINT_PROBE_SAMPLE={value!r} is not a count or 'all'; using {DEFAULT_SAMPLE}",
-              file=sys.stderr)
-    return DEFAULT_SAMPLE
+        expected = "a count or 'all'" if allow_all else "a count"
+        print(f"kvlint: {variable}={value!r} is not {expected}; using {default}", file=sys.stderr)
+    return default
+
+
+def rank(environ: Mapping[str, str] = os.environ) -> str:
+    """This process's rank (``RANK``, else ``LOCAL_RANK``), or empty."""
+    return environ.get("RANK", "").strip() or environ.get("LOCAL_RANK", "").strip()
 
 
 def _report_path(environ: Mapping[str, str]) -> Path | None:
@@ -64,10 +94,18 @@ def _report_path(environ: Mapping[str, str]) -> Path | None:
     if not value:
         return None
     path = Path(value)
-    rank = environ.get("RANK", "").strip() or environ.get("LOCAL_RANK", "").strip()
-    return rank_path(path, rank) if rank else path
+    return rank_path(path, rank(environ)) if rank(environ) else path
 
 
 def rank_path(path: Path, rank: str) -> Path:
     """``report.json`` -> ``report.rank3.json`` (the suffix is kept last so tools still see JSON)."""
-    return path.with_name(f"{path.stem}.rank{rank}{path.suffix or '.json'}")
+    return _suffixed(path, f"rank{rank}")
+
+
+def worker_path(path: Path, pid: int) -> Path:
+    """``report.json`` -> ``report.pid4242.json``: the report of a worker process."""
+    return _suffixed(path, f"pid{pid}")
+
+
+def _suffixed(path: Path, tag: str) -> Path:
+    return path.with_name(f"{path.stem}.{tag}{path.suffix or '.json'}")

@@ -6,6 +6,11 @@ kernels up by it). A plain wrapper there breaks FakeTensor tracing and torch.com
 an instance of a subclass of the original's class sharing the original's state (the same ``__dict__``
 contents: schema, handles, kernel tables), whose only difference is ``__call__``. Imported only once
 torch is loaded.
+
+Wrappers are never freed: the first time the Python dispatcher needs an operator's Python object (a
+``TorchDispatchMode`` is active, say), torch looks it up as ``torch.ops.<ns>.<name>.<overload>`` and keeps
+a pointer to what it finds, which may be a wrapper; after the probe is deactivated that wrapper passes
+calls straight through.
 """
 
 from __future__ import annotations
@@ -40,8 +45,13 @@ class ProbedPacket(OpOverloadPacket):
         return self._kvlint_runner.run(self._kvlint_original, self._kvlint_name, overload, args, kwargs)
 
 
+_KEPT: list[object] = []
+"""Every wrapper made (see the module docstring): torch may hold a pointer to any of them."""
+
+
 def _clone_as(cls: type, original: object, name: str, runner: Any) -> Any:
     wrapper = cls.__new__(cls)
+    _KEPT.append(wrapper)
     wrapper.__dict__.update(vars(original))
     wrapper._kvlint_original = original
     wrapper._kvlint_name = name

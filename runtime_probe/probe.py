@@ -1,20 +1,30 @@
-"""The runtime probe: validate every live call of the torch_npu attention and KV-cache operators.
+"""The runtime probe: validate the live calls of the torch_npu attention and KV-cache operators.
 
 ``KVLINT_PROBE=1 python run.py`` activates it at start-up (``kvlint._startup``); ``python -m
 kvlint.runtime_probe run.py`` is the fallback. Each wrapped call:
 
-1. is attributed to the user's call site and counted;
-2. has its arguments bound to the catalogue's schema and checked (``checks.ARGUMENT_CHECKS``), and, for
-   a cache write, its positions tracked across layers (``drift``);
-3. runs, with exactly the arguments given; its result is returned untouched;
-4. has its output checked for NaN/Inf and, for the first N calls of the site, compared with the reference;
-5. if it is an attention call, has the KV bytes it read, the cache capacity in use and its host time added
-   to the current step's figures (``cache_usage``), the ``cache`` section of the report.
+1. is attributed to the user's call site (``callsite``) and counted, and placed in its thread's step
+   and layer (``steps``);
+2. on the call site's first call with its argument signature (``signature``), is bound to the
+   catalogue's schema and gets every check; later calls with that signature get their signature-check
+   findings counted again and nothing more, unless they are value-checked (``config.Settings``);
+3. when value-checked, gets the checks that read values (``checks.VALUE_CHECKS``), and the checks across
+   calls: cache-write drift (``drift``), written vs read rows (``coverage``), decoder evidence for
+   KVL507 (``decoder``);
+4. runs, with exactly the arguments given; its result (or its exception, which is recorded) is returned
+   untouched;
+5. when value-checked, has its output checked for NaN/Inf, the first N calls of the site compared with the
+   reference, and its cache figures added to its step (``cache_usage``).
 
 Guarantees: nothing raises into user code except ``ProbeError`` in strict mode (a probe failure becomes
-KVL599); calls made while a probed call is running on the same thread (the reference, a stand-in that
-calls another operator) pass straight through; counters are shared under a lock. Activation imports no
-torch: the torch-using modules load on the first probed call.
+KVL599); the probe's own torch work is invisible to the program's dispatch modes and profiler
+(``isolation``); calls made while a probed call is running on the same thread (the reference, a stand-in
+that calls another operator) pass straight through; counters are shared under a lock; the probe's own
+time per call is measured and reported. Activation imports no torch: the torch-using modules load on the
+first probed call.
+
+Every process writes its own report (``config``): a forked child starts with empty counters and writes
+at its exit, multiprocessing's included.
 """
 
 from __future__ import annotations
@@ -30,23 +40,67 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kvlint.runtime_probe import ProbeError
+from kvlint.runtime_probe import ProbeError, config
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
 from kvlint.runtime_probe.report import Recorder, summary, write_json
 
-from kvlint.catalogue.operators import lookup
+from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
+from kvlint.catalogue.operators import INFERENCE_ATTENTION, Operator, lookup
 from kvlint.catalogue.rules import ERROR, RULES
 
 if TYPE_CHECKING:
     from kvlint.runtime_probe.live_call import LiveCall
+    from kvlint.runtime_probe.steps import Step
 
 INTERNAL_ERROR = "KVL599"
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
+MAX_SIGNATURES = 4096
+"""Signatures remembered (the oldest are forgotten): shapes that change at every call (a cache sliced to
+its length) make a new signature each time, and such calls are all checked anyway."""
 
 
-@dataclass
+Where = int | str
+"""Where a raw call holds an argument: its positional index, or its keyword name."""
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """What a call site's first call with an argument signature established."""
+
+    bound: bool
+    """False when the call does not fit the schema (the operator raises; static KVL101/KVL103)."""
+    findings: tuple[tuple[str, str], ...] = ()
+    """(code, message) of the signature checks that fired: counted again on every call with it."""
+    places: tuple[Where | None, ...] = ()
+    """Where this signature holds the arguments that place a call in its step (``_placed``)."""
+
+
+def _where(operator: Operator, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Where | None:
+    """Where a call with this signature passes parameter ``name`` (None when it leaves the default)."""
+    for index, param in enumerate(operator.positional):
+        if param.name == name and index < len(args):
+            return index
+    return name if name in kwargs else None
+
+
+def _placed(operator: Operator) -> tuple[str, ...]:
+    """The parameters that place a call of ``operator`` in its step: a write's cache and source, an attention
+    call's key and block table."""
+    write = CACHE_WRITES.get(operator.name)
+    if write is not None:
+        return (write.cache, write.source)
+    return ("key", "block_table") if operator.name in INFERENCE_ATTENTION else ()
+
+
+def _get(args: tuple[Any, ...], kwargs: dict[str, Any], where: Where | None) -> Any:
+    if where is None:
+        return None
+    return args[where] if isinstance(where, int) else kwargs[where]
+
+
+@dataclass(slots=True)
 class _Ticket:
     """One probed call on its way through the probe."""
 
@@ -54,8 +108,15 @@ class _Ticket:
     path: str
     line: int
     number: int
+    checked: bool
+    """Value-checked: every check runs (a new signature, or a sampled call)."""
     compare: bool
     call: LiveCall | None = None
+    validated: bool = False
+    step: Step | None = None
+    write: CacheWrite | None = None
+    cache: Any = None
+    """The cache tensor a write targets (followed through out-of-place writes)."""
     seconds: float = 0.0
     """Host time of the operator call itself (the cache figures' step time)."""
     flagged: bool = False
@@ -63,24 +124,45 @@ class _Ticket:
     errors: list[ProbeError] = field(default_factory=list)
 
 
-def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+class _Modules:
+    """The torch-using modules, imported at the first probed call (activation imports no torch)."""
+
+    def __init__(self) -> None:
+        from kvlint.runtime_probe import (
+            cache_rows, checks, compare, coverage, drift, isolation, live_call, signature, steps,
+        )
+        from kvlint.runtime_probe.cache_usage import CacheUsage
+        from kvlint.runtime_probe.decoder import DecoderEvidence
+
+        import torch
+
+        self.cache_rows, self.checks, self.compare, self.coverage = cache_rows, checks, compare, coverage
+        self.drift, self.live_call, self.signature = drift, live_call, signature
+        self.Invisible = isolation.Invisible
+        self.compiling = torch.compiler.is_compiling
+        self.clock = steps.Clock()
+        self.cache_usage = CacheUsage()
+        self.decoder = DecoderEvidence()
 
 
 class Probe:
     def __init__(self, settings: Settings, stream: TextIO | None = None) -> None:
         self.settings = settings
         self.recorder = Recorder(stream)
+        self._stream = stream
         self._root = os.getcwd()
         self._local = threading.local()
         self._patches = Patches(self)
         self._finder = PostImportFinder({"torch_npu": self._on_torch_npu, EMULATOR_MODULE: self._on_emulator})
-        self._drift: Any = None
-        self._cache: Any = None
+        self._modules: _Modules | None = None
+        self._signatures: dict[object, _Signature] = {}
         self._lock = threading.Lock()
         self._attached = False
         """False after detach: wrappers left behind (in an FX graph, say) then pass calls through."""
+        self.forked = False
+        """This process is a fork of the one that activated the probe."""
+        self._finished: int | None = None
+        """The pid that wrote the report (an inherited atexit handler must not write it twice)."""
 
     # -- activation ---------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -110,107 +192,257 @@ class Probe:
         if callable(install) and not getattr(install, "__kvlint_hooked__", False):
             self._patches.replace(module, "install", after_call(install, self._patches.wrap_loaded))
 
+    def after_fork_in_child(self) -> None:
+        """A forked child reports its own calls: fresh counters and state, its own report file."""
+        self.forked = True
+        self.recorder = Recorder(self._stream)
+        self._modules = None
+        self._signatures = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._finished = None
+        multiprocessing_util = sys.modules.get("multiprocessing.util")
+        if multiprocessing_util is not None:  # a multiprocessing child leaves through os._exit, not atexit
+            multiprocessing_util.register_after_fork(self, Probe._finish_with_multiprocessing)
+
+    def _finish_with_multiprocessing(self) -> None:
+        """Run by multiprocessing in its child once it has cleared the parent's finalizers."""
+        sys.modules["multiprocessing.util"].Finalize(self, self.finish, exitpriority=10)
+
+    # -- the report ---------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """The JSON report of what this process saw so far."""
+        report: dict[str, Any] = self.recorder.as_json()
+        modules = self._modules
+        if modules is not None:
+            report["cache"] = modules.cache_usage.section(dict(modules.clock.attention_calls)).as_json()
+        else:
+            report["cache"] = {"timing_source": "device", "peak_bytes_per_s": None, "steps": [],
+                               "unmeasured_steps": 0}
+        rank = config.rank()
+        world = os.environ.get("WORLD_SIZE", "").strip()
+        parent = os.environ.get(config.PARENT_VARIABLE, "")
+        report["process"] = {
+            "pid": os.getpid(), "parent_pid": int(parent) if parent.isdigit() and int(parent) != os.getpid() else None,
+            "rank": int(rank) if rank.isdigit() else None, "world_size": int(world) if world.isdigit() else None,
+            "operator_calls": sum(site["calls"] for site in report["sites"]),  # type: ignore[misc]
+        }
+        return report
+
+    def worker(self) -> bool:
+        """A process started by another probed process (and not a rank of its own): a pid-suffixed report."""
+        if self.forked:
+            return True
+        parent = os.environ.get(config.PARENT_VARIABLE, "")
+        return not config.rank() and parent not in ("", str(os.getpid()))
+
+    def report_file(self) -> Path | None:
+        path = self.settings.report_path
+        if path is None:
+            return None
+        path = Path(self._root, path)  # relative to where the program started
+        return config.worker_path(path, os.getpid()) if self.worker() else path
+
     def finish(self) -> None:
-        """At exit: the summary on stderr and the JSON report, when any operator call was seen."""
+        """At exit: the summary on stderr and the JSON report. The process that started the probe, and every
+        rank, always write the report asked for (``no operator call`` when there was none); a worker only
+        when it made calls. Without calls and without a report to write, nothing is printed (a tool run
+        with ``KVLINT_PROBE`` exported stays quiet)."""
+        if self._finished == os.getpid():
+            return
+        self._finished = os.getpid()
         try:
-            report: dict[str, Any] = self.recorder.as_json()
-            if not report["sites"]:
+            report = self.report()
+            path = self.report_file()
+            if not report["sites"] and (self.worker() or path is None):
                 return
-            report["cache"] = self._cache_usage().section().as_json()
             print(summary(report), file=sys.stderr)
-            if self.settings.report_path is not None:  # relative to where the program started
-                write_json(report, Path(self._root, self.settings.report_path))
+            if path is not None:
+                write_json(report, path)
         except Exception as exc:
             print(f"kvlint: probe could not write its report: {exc!r}", file=sys.stderr)
 
     # -- one call -----------------------------------------------------------------------------------
     def run(self, target: Callable[..., Any], name: str, overload: str,
             args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _compiling() or not self._attached or getattr(self._local, "busy", False):
+        local = self._local
+        if not self._attached or getattr(local, "busy", False):
             return target(*args, **kwargs)
-        self._local.busy = True
+        modules = self._modules or self._load()
+        if modules.compiling():
+            return target(*args, **kwargs)
+        local.busy = True
+        started = time.perf_counter()
+        ticket: _Ticket | None = None
         try:
-            ticket = self._before(name, overload, args, kwargs)
+            with modules.Invisible():
+                ticket = self._before(modules, name, overload, args, kwargs)
             self._raise_if_strict(ticket)
-            started = time.perf_counter()
-            result = target(*args, **kwargs)
-            ticket.seconds = time.perf_counter() - started
-            self._after(ticket, result)
+            begun = time.perf_counter()
+            try:
+                result = target(*args, **kwargs)
+            except Exception as error:
+                ticket.seconds = time.perf_counter() - begun
+                self.recorder.raised(name, ticket.path, ticket.line, error)
+                raise
+            ticket.seconds = time.perf_counter() - begun
+            with modules.Invisible():
+                self._after(modules, ticket, result)
             self._raise_if_strict(ticket)
             return result
         finally:
-            self._local.busy = False
+            if ticket is not None:
+                self.recorder.finish_call(name, ticket.path, ticket.line, ticket.validated,
+                                          time.perf_counter() - started - ticket.seconds)
+            local.busy = False
 
-    def _before(self, name: str, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Ticket:
+    def _load(self) -> _Modules:
+        with self._lock:
+            if self._modules is None:
+                self._modules = _Modules()
+            return self._modules
+
+    def _before(self, modules: _Modules, name: str, overload: str, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> _Ticket:
+        """The call's site, number and step; every check on a checked call, the seen signature's findings
+        on any other."""
         try:
             path, line = call_site(self._root)
         except Exception:  # an exotic frame: the call is still probed, under an unknown site
             path, line = "<unknown>", 0
         number = self.recorder.start_call(name, path, line)
-        sample = self.settings.sample
-        ticket = _Ticket(name, path, line, number, self.settings.compare and (sample is None or number <= sample))
+        settings = self.settings
+        compare = settings.compare and (settings.sample is None or number <= settings.sample)
+        key: object = (name, overload, path, line, modules.signature.signature(args, kwargs))
         try:
-            from kvlint.runtime_probe import checks, drift, live_call  # torch is loaded by now
-
-            operator = lookup(name, overload)
-            bound = None if operator is None else live_call.bind(operator, args, kwargs)
-            if operator is None or bound is None:
-                return ticket
-            ticket.call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
-            for code, check in checks.ARGUMENT_CHECKS.items():
-                self._run_check(ticket, code, check)
-            if name in drift.WRITES:
-                tracker = self._drift_tracker()
-                self._run_check(ticket, "KVL505", lambda c: tracker.observe(c, (path, line), number))
-            self.recorder.validated(name, path, line)
+            known = self._signatures.get(key)
+        except TypeError:  # an unhashable argument: no signature, every call is checked
+            key, known = None, None
+        checked = known is None or compare or settings.value_checked(number)
+        ticket = _Ticket(name, path, line, number, checked, compare)
+        try:
+            if checked:
+                self._check(modules, ticket, key, overload, args, kwargs)
+            elif known is not None and known.bound:
+                ticket.validated = True
+                for code, message in known.findings:
+                    self._report(ticket, code, message)
+                self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
         except Exception as exc:
-            self._internal(ticket, "binding the call", exc)
+            self._internal(ticket, "checking the call", exc)
         return ticket
 
-    def _drift_tracker(self) -> Any:
-        from kvlint.runtime_probe.drift import DriftTracker
+    def _remember(self, key: object, signature: _Signature) -> None:
+        signatures = self._signatures
+        if len(signatures) >= MAX_SIGNATURES:
+            signatures.pop(next(iter(signatures)), None)
+        signatures[key] = signature
 
-        with self._lock:
-            if self._drift is None:
-                self._drift = DriftTracker()
-            return self._drift
+    def _place(self, modules: _Modules, ticket: _Ticket, first: Any = None, second: Any = None) -> None:
+        """Put the call in its thread's step and layer (every call: identities only, no device read).
+        ``first, second``: a write's cache and source, an attention call's key and block table."""
+        site = (ticket.path, ticket.line)
+        write = CACHE_WRITES.get(ticket.op)
+        if write is not None:
+            if modules.signature.plain(first):
+                ticket.write, ticket.cache = write, first
+                ticket.step = modules.clock.write(ticket.op, site, first, second)
+        elif ticket.op in INFERENCE_ATTENTION and modules.signature.plain(first):
+            ticket.step, _ = modules.clock.attention(site, first, second is not None)
 
-    def _cache_usage(self) -> Any:
-        from kvlint.runtime_probe.cache_usage import CacheUsage
-
-        with self._lock:
-            if self._cache is None:
-                self._cache = CacheUsage()
-            return self._cache
-
-    def _after(self, ticket: _Ticket, result: Any) -> None:
-        call = ticket.call
-        if call is None or not call.concrete:
+    def _check(self, modules: _Modules, ticket: _Ticket, key: object, overload: str,
+               args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Every check: bind the call, run both tables and the checks across calls."""
+        live_call = modules.live_call
+        operator = lookup(ticket.op, overload)
+        bound = None if operator is None else live_call.bind(operator, args, kwargs)
+        if operator is None or bound is None:
+            if key is not None:
+                self._remember(key, _Signature(False))
             return
-        if call.is_attention:
-            try:
-                self._cache_usage().record(call, ticket.seconds)
-            except Exception as exc:
-                self._internal(ticket, "measuring the cache reads", exc)
-        try:
-            from kvlint.runtime_probe import compare
+        call = ticket.call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
+        ticket.validated = True
+        found = []
+        for code, check in modules.checks.SIGNATURE_CHECKS.items():
+            message = self._run_check(ticket, code, check)
+            if message:
+                found.append((code, message))
+        placed = _placed(operator)
+        if key is not None:
+            places = tuple(_where(operator, args, kwargs, param) for param in placed)
+            self._remember(key, _Signature(True, tuple(found), places))
+        self._place(modules, ticket, *(call.get(param) for param in placed))
+        for code, check in modules.checks.VALUE_CHECKS.items():
+            self._run_check(ticket, code, check)
+        if not call.concrete or ticket.step is None:
+            return
+        site = (ticket.path, ticket.line)
+        if ticket.write is not None:
+            self._follow_write(modules, ticket, call, site)
+        elif call.is_attention:
+            self._judge_attention(modules, ticket, call)
 
-            if self._drift is not None:
-                self._drift.follow(call, result)
-            if not call.is_attention:
-                return
+    def _follow_write(self, modules: _Modules, ticket: _Ticket, call: LiveCall, site: tuple[str, int]) -> None:
+        """A value-checked write: its rows for KVL509/KVL510, its positions for KVL505."""
+        from kvlint.runtime_probe.steps import Write
+
+        assert ticket.write is not None and ticket.step is not None
+        caches = modules.clock.caches
+        layer = caches.written(ticket.cache)
+        try:
+            rows = modules.cache_rows.written_rows(call, ticket.write)
+            if rows is not None:
+                ticket.step.writes.setdefault(layer, []).append(Write(ticket.op, site, rows))
+            modules.drift.observe(call, ticket.write, ticket.step, layer, caches.filled[layer], site, ticket.number)
+        except Exception as exc:
+            self._internal(ticket, "following the cache write", exc)
+
+    def _judge_attention(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> None:
+        """KVL507 on the decoder evidence; KVL509, KVL510 and KVL505 on the rows the step wrote."""
+        assert ticket.step is not None
+        caches = modules.clock.caches
+        try:
+            for (op, path, line), message, count in modules.decoder.judge(
+                    call, (ticket.op, ticket.path, ticket.line), ticket.step, caches):
+                self._report_at(ticket, "KVL507", message, op, path, line, count)
+            identities = {name: caches.identity(call.get(name)) for name in ("key", "value")
+                          if modules.signature.plain(call.get(name))}
+            for finding in modules.coverage.check(call, ticket.step, identities):
+                op = finding.op or ticket.op
+                path, line = finding.site or (ticket.path, ticket.line)
+                self._report_at(ticket, finding.code, finding.message, op, path, line)
+        except Exception as exc:
+            self._internal(ticket, "comparing the cache writes with the reads", exc)
+
+    def _after(self, modules: _Modules, ticket: _Ticket, result: Any) -> None:
+        write = ticket.write
+        if write is not None and write.result is not None:  # every call: the returned tensor is the cache now
+            returned = result[write.result] if isinstance(result, (tuple, list)) else result
+            if modules.signature.plain(returned):
+                modules.clock.caches.follow(ticket.cache, returned)
+        call = ticket.call
+        if call is not None and call.concrete and ticket.checked and call.is_attention:
+            self._check_output(modules, ticket, call, result)
+
+    def _check_output(self, modules: _Modules, ticket: _Ticket, call: LiveCall, result: Any) -> None:
+        compare = modules.compare
+        try:
+            if ticket.step is not None:
+                modules.cache_usage.record(call, ticket.seconds, ticket.step.number)
+        except Exception as exc:
+            self._internal(ticket, "measuring the cache reads", exc)
+        try:
             output = compare.attention_output(result)
             message = None if output is None else compare.nonfinite(output)
             if message:
                 self._report(ticket, "KVL502", message)
             if ticket.compare and not ticket.flagged and compare.comparable(call, output):
-                self._compare(ticket, call, output)
+                self._compare(modules, ticket, call, output)
         except Exception as exc:
             self._internal(ticket, "checking the output", exc)
 
-    def _compare(self, ticket: _Ticket, call: LiveCall, output: Any) -> None:
-        from kvlint.runtime_probe import compare
-
+    def _compare(self, modules: _Modules, ticket: _Ticket, call: LiveCall, output: Any) -> None:
+        compare = modules.compare
         try:
             expected = compare.reference_output(call)
         except NotImplementedError:  # an option the reference does not cover: not compared
@@ -221,23 +453,30 @@ class Probe:
             self._report(ticket, "KVL501", result.message(output.dtype))
 
     # -- findings -----------------------------------------------------------------------------------
-    def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], str | None]) -> None:
+    def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], str | None]) -> str | None:
         assert ticket.call is not None
         try:
             message = check(ticket.call)
         except Exception as exc:
             self._internal(ticket, f"check {code}", exc)
-            return
+            return None
         if message:
             self._report(ticket, code, message)
+        return message
 
     def _report(self, ticket: _Ticket, code: str, message: str) -> None:
-        self.recorder.add(code, message, ticket.op, ticket.path, ticket.line)
+        self._report_at(ticket, code, message, ticket.op, ticket.path, ticket.line)
+
+    def _report_at(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int,
+                   count: int = 1) -> None:
+        """A finding at a site (the current call's, or the earlier call it concerns); strict mode raises it
+        from the current call."""
+        self.recorder.add(code, message, op, path, line, count)
         if RULES[code].severity != ERROR:
             return
         ticket.flagged = True
         if self.settings.strict:
-            ticket.errors.append(ProbeError(code, ticket.path, ticket.line, f"{RULES[code].symbol}: {message}"))
+            ticket.errors.append(ProbeError(code, path, line, f"{RULES[code].symbol}: {message}"))
 
     def _internal(self, ticket: _Ticket, stage: str, exc: Exception) -> None:
         """KVL599, except on fake/meta calls, where failing to read values is expected and kept quiet."""
@@ -255,38 +494,58 @@ class Probe:
 
 _ACTIVE: Probe | None = None
 _LOCK = threading.Lock()
+_FORK_HOOKED = False
+_EXPORTED = False
+"""This process set ``KVLINT_PROBE_PARENT`` (and removes it again at deactivation)."""
 
 
 def active() -> Probe | None:
     return _ACTIVE
 
 
+def _after_fork_in_child() -> None:
+    probe = _ACTIVE
+    if probe is not None:
+        probe.after_fork_in_child()
+
+
 def activate(settings: Settings, stream: TextIO | None = None) -> Probe:
     """Start probing in this process (idempotent: a second call returns the running probe)."""
-    global _ACTIVE
+    global _ACTIVE, _FORK_HOOKED
     with _LOCK:
         if _ACTIVE is None:
             probe = Probe(settings, stream)
             probe.attach()
             _ACTIVE = probe
+        if not _FORK_HOOKED and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _FORK_HOOKED = True
         return _ACTIVE
 
 
 def deactivate() -> Probe | None:
     """Stop probing and restore every wrapped attribute; returns the probe with what it recorded."""
-    global _ACTIVE
+    global _ACTIVE, _EXPORTED
     with _LOCK:
         probe, _ACTIVE = _ACTIVE, None
+        if _EXPORTED:
+            os.environ.pop(config.PARENT_VARIABLE, None)
+            _EXPORTED = False
     if probe is not None:
         probe.detach()
     return probe
 
 
 def activate_from_env() -> Probe | None:
-    """Start-up entry: activate per ``KVLINT_PROBE*`` and report at exit."""
+    """Start-up entry: activate per ``KVLINT_PROBE*`` and report at exit. The first probed process
+    exports its pid, so that the processes it starts know that they are its workers."""
+    global _EXPORTED
     settings = from_env()
     if settings is None:
         return None
+    if config.PARENT_VARIABLE not in os.environ:
+        os.environ[config.PARENT_VARIABLE] = str(os.getpid())
+        _EXPORTED = True
     probe = activate(settings)
     atexit.register(probe.finish)
     return probe

@@ -3,13 +3,19 @@
 The JSON shape is a public contract::
 
     {"findings": [{"code", "symbol", "severity", "message", "op", "path", "line", "count"}],
-     "sites": [{"op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err"}],
-     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...]}}
+     "sites": [{"op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err",
+                "raised", "first_raise", "probe_seconds"}],
+     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...], "unmeasured_steps"},
+     "process": {"pid", "parent_pid", "rank", "world_size", "operator_calls"}}
 
-``cache`` (the KV bytes the attention calls read per step) is described in ``cache_summary``.
+``raised`` counts the calls at the site whose operator raised (the exception reached the program
+unchanged) and ``first_raise`` is the first one's ``Type: message``; ``probe_seconds`` is the probe's own
+host time at the site (the operator's time excluded). ``cache`` (the KV bytes the attention calls read
+per step) is described in ``cache_summary``. ``process`` says which process wrote the report; a merged
+report has ``"processes"``, the list of them, instead.
 
-Codes, symbols and severities come from ``kvlint.catalogue.rules`` only. A finding is printed on stderr the first
-time its (site, code) occurs; later occurrences are counted.
+Codes, symbols and severities come from ``kvlint.catalogue.rules`` only. A finding is printed on stderr the
+first time its (site, code) occurs; later occurrences are counted.
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ import json
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, TextIO
 
 from kvlint.runtime_probe.cache_summary import merge_sections, section_lines
 
 from kvlint.catalogue.rules import RULES
+
+NO_CALL = "no operator call"
 
 
 @dataclass
@@ -37,6 +45,9 @@ class Site:
     compared: int = 0
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    raised: int = 0
+    first_raise: str | None = None
+    probe_seconds: float = 0.0
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -75,13 +86,17 @@ class Recorder:
     def start_call(self, op: str, path: str, line: int) -> int:
         """Count a call at its site; returns the call's number there (1 for the first)."""
         with self._lock:
-            site = self.sites.setdefault((op, path, line), Site(op, path, line))
+            site = self.sites.get((op, path, line))
+            if site is None:
+                site = self.sites[(op, path, line)] = Site(op, path, line)
             site.calls += 1
             return site.calls
 
-    def validated(self, op: str, path: str, line: int) -> None:
+    def finish_call(self, op: str, path: str, line: int, validated: bool, probe_seconds: float) -> None:
         with self._lock:
-            self.sites[(op, path, line)].validated += 1
+            site = self.sites[(op, path, line)]
+            site.validated += validated
+            site.probe_seconds += probe_seconds
 
     def compared(self, op: str, path: str, line: int, abs_err: float, rel_err: float) -> None:
         with self._lock:
@@ -90,15 +105,23 @@ class Recorder:
             site.max_abs_err = _max(site.max_abs_err, abs_err)
             site.max_rel_err = _max(site.max_rel_err, rel_err)
 
-    def add(self, code: str, message: str, op: str, path: str, line: int) -> Finding:
+    def raised(self, op: str, path: str, line: int, error: BaseException) -> None:
+        """The operator raised on a call at this site (the program got the exception)."""
+        with self._lock:
+            site = self.sites[(op, path, line)]
+            site.raised += 1
+            if site.first_raise is None:
+                site.first_raise = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+
+    def add(self, code: str, message: str, op: str, path: str, line: int, count: int = 1) -> Finding:
         """Count a finding; print it when its (site, code) is new."""
         rule = RULES[code]
         with self._lock:
             finding = self.findings.get((op, path, line, code))
             if finding is not None:
-                finding.count += 1
+                finding.count += count
                 return finding
-            finding = Finding(code, rule.symbol, rule.severity, message, op, path, line)
+            finding = Finding(code, rule.symbol, rule.severity, message, op, path, line, count)
             self.findings[finding.key] = finding
         stream = self._stream or sys.stderr
         print(f"kvlint-probe: {path}:{line}: {code} {rule.symbol}: {message} [{op}]", file=stream)
@@ -117,47 +140,107 @@ def write_json(report: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
+class ReportError(ValueError):
+    """A report file that cannot be merged; the message names the file and why."""
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """One report file, checked for the keys a merge needs."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ReportError(f"{path}: cannot read it ({error.strerror or error})") from None
+    try:
+        report = json.loads(text)
+    except ValueError as error:
+        raise ReportError(f"{path}: not JSON ({error})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list) or \
+            not isinstance(report.get("sites"), list):
+        raise ReportError(f"{path}: not a kvlint probe report (no 'findings' and 'sites' lists)")
+    return report
+
+
+def _known(cls: type, entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's fields that ``cls`` has (a report from an older or newer kvlint still merges)."""
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in entry.items() if key in names}
+
+
 def merge(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """One report from several (one per rank): counts add up, errors take the maximum, the cache steps of
-    the ranks are concatenated (``cache_summary.merge_sections``)."""
+    """One report from several (one per process or rank): counts add up, errors take the maximum, the
+    cache steps of the ranks are concatenated (``cache_summary.merge_sections``)."""
     reports = list(reports)
     sites: dict[tuple[str, str, int], Site] = {}
     findings: dict[tuple[str, str, int, str], Finding] = {}
     for report in reports:
         for entry in report["sites"]:
-            site = Site(**entry)  # type: ignore[arg-type]
+            site = Site(**_known(Site, entry))
             total = sites.setdefault(site.key, Site(site.op, site.path, site.line))
             total.calls += site.calls
             total.validated += site.validated
             total.compared += site.compared
             total.max_abs_err = _max(total.max_abs_err, site.max_abs_err)
             total.max_rel_err = _max(total.max_rel_err, site.max_rel_err)
+            total.raised += site.raised
+            total.first_raise = total.first_raise or site.first_raise
+            total.probe_seconds += site.probe_seconds
         for entry in report["findings"]:
-            finding = Finding(**entry)  # type: ignore[arg-type]
+            finding = Finding(**_known(Finding, entry))
             if finding.key in findings:
                 findings[finding.key].count += finding.count
             else:
                 findings[finding.key] = finding
+    processes = [process for report in reports
+                 for process in (report.get("processes") or [report.get("process")]) if process]
     return {"findings": [asdict(f) for f in findings.values()], "sites": [asdict(s) for s in sites.values()],
-            "cache": merge_sections(report.get("cache") for report in reports)}
+            "cache": merge_sections(report.get("cache") for report in reports), "processes": processes}
+
+
+def missing_ranks(report: dict[str, Any]) -> list[int]:
+    """Ranks below the world size that no merged process reported (a rank that died before writing)."""
+    processes = report.get("processes") or []
+    sizes = {p.get("world_size") for p in processes if isinstance(p.get("world_size"), int)}
+    if len(sizes) != 1:
+        return []
+    seen = {p.get("rank") for p in processes}
+    return [rank for rank in range(sizes.pop()) if rank not in seen]
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def _microseconds(seconds: float, calls: int) -> str:
+    return f"{seconds / calls * 1e6:.1f}" if calls else "-"
 
 
 def summary(report: dict[str, Any]) -> str:
-    """The per-site table printed at exit and by ``--merge``, then the cache section when there is one."""
+    """The per-site table printed at exit and by ``--merge``, the raised calls, the probe's own time per
+    call, then the cache section when there is one."""
+    if not report["sites"]:
+        return f"kvlint probe summary: {NO_CALL}"
     by_site: dict[tuple[object, object, object], list[str]] = {}
     for f in report["findings"]:
         by_site.setdefault((f["op"], f["path"], f["line"]), []).append(f"{f['code']}x{f['count']}")
-    header = ("site", "operator", "calls", "validated", "compared", "findings", "max abs err")
+    header = ("site", "operator", "calls", "validated", "compared", "raised", "findings", "max abs err",
+              "probe us/call")
     rows = [header]
+    raised = []
     for s in report["sites"]:
         err = s["max_abs_err"]
         rows.append((
             f"{s['path']}:{s['line']}", str(s["op"]), str(s["calls"]), str(s["validated"]), str(s["compared"]),
-            " ".join(by_site.get((s["op"], s["path"], s["line"]), [])) or "-",
-            "-" if err is None else f"{err:.3g}",
+            str(s.get("raised", 0)), " ".join(by_site.get((s["op"], s["path"], s["line"]), [])) or "-",
+            "-" if err is None else f"{err:.3g}", _microseconds(s.get("probe_seconds", 0.0), s["calls"]),
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+        if s.get("raised"):
+            raised.append(f"{s['path']}:{s['line']}: {s['raised']} call(s) of {s['op']} raised; first: "
+                          f"{s['first_raise']}")
     total = sum(int(f["count"]) for f in report["findings"])  # type: ignore[call-overload]
-    return "\n".join(["kvlint probe summary", *lines, f"{len(rows) - 1} call site(s), {total} finding(s)",
+    calls = sum(int(s["calls"]) for s in report["sites"])
+    probe_seconds = sum(float(s.get("probe_seconds", 0.0)) for s in report["sites"])
+    return "\n".join(["kvlint probe summary", *_table(rows), *raised,
+                      f"{len(rows) - 1} call site(s), {total} finding(s)",
+                      f"probe time: {_microseconds(probe_seconds, calls)} us per call over {calls} call(s)",
                       *section_lines(report.get("cache"))])

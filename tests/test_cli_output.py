@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.catalogue.pages import standalone_page
-from kvlint.catalogue.rules import STATIC_RULES, rule
+from kvlint.catalogue.rules import DOCUMENTED_RULES, rule
 
 BAD = '''import torch_npu
 
@@ -107,14 +107,16 @@ def test_clean_file_exits_zero_and_findings_exit_one_unless_exit_zero(bad_file: 
     assert kvlint("--exit-zero", str(bad_file)).returncode == 0
 
 
-def test_list_rules_prints_one_row_per_static_rule_with_fix_column() -> None:
+def test_list_rules_prints_one_row_per_rule_with_fix_column() -> None:
     out = kvlint("--list-rules")
     assert out.returncode == 0
     rows = out.stdout.splitlines()
     assert rows[0].split()[:4] == ["code", "symbol", "severity", "fix"]
-    assert [row.split()[0] for row in rows[1:]] == [r.code for r in STATIC_RULES]
+    assert [row.split()[0] for row in rows[1:]] == [r.code for r in DOCUMENTED_RULES]
     kvl102 = next(row for row in rows if row.startswith("KVL102"))
     assert kvl102.split()[1:4] == ["fa-version-mix", "error", "yes"]
+    kvl509 = next(row for row in rows if row.startswith("KVL509"))
+    assert kvl509.split()[1:4] == ["probe-written-slot-not-read", "error", "(probe)"]
 
 
 @pytest.mark.parametrize("name", ["KVL201", "kvl201", "atten-mask-dtype"])
@@ -129,8 +131,17 @@ def test_explain_prints_the_rule_page_by_code_or_symbol(name: str) -> None:
     assert out.stdout.split("## References")[0] == page.split("## References")[0]
 
 
-@pytest.mark.parametrize("name", ["KVL999", "no-such-rule", "KVL501"])
-def test_explain_of_an_unknown_or_runtime_rule_is_a_usage_error(name: str) -> None:
+@pytest.mark.parametrize(("name", "code"), [("KVL505", "KVL505"), ("probe-written-slot-not-read", "KVL509"),
+                                          ("kvl599", "KVL599")])
+def test_explain_prints_a_probe_rules_page_by_code_or_symbol(name: str, code: str) -> None:
+    out = kvlint("--explain", name)
+    assert out.returncode == 0
+    assert out.stdout == standalone_page(rule(code))
+    assert out.stdout.startswith(f"# {code} `{rule(code).symbol}`\n")
+
+
+@pytest.mark.parametrize("name", ["KVL999", "no-such-rule", "KVL511"])
+def test_explain_of_an_unknown_rule_is_a_usage_error(name: str) -> None:
     out = kvlint("--explain", name)
     assert out.returncode == 2
     assert f"'{name}' is not a kvlint rule code, symbol or pylint message id" in out.stderr

@@ -1,6 +1,7 @@
-"""The rule pages under docs/rules/: one per static rule, identical to what the catalogue renders, and
-their examples do what the pages say (the bad one is reported with exactly the rule's code, the fixed one
-is clean, and an autofix turns the one into the other)."""
+"""The rule pages under docs/rules/: one per rule, identical to what the catalogue renders, and their
+examples do what the pages say: for a static rule the bad one is reported with exactly the rule's code, the
+fixed one is clean, and an autofix turns the one into the other. The probe rules' examples need torch and
+are run by ``tests/test_probe_pages.py`` (this module runs from the sdist without torch)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from kvlint.catalogue.pages import explain, render_page
 from kvlint.catalogue.project import docs_url
 from kvlint.catalogue.rule_pages import DOCS
-from kvlint.catalogue.rules import FIXABLE, STATIC_RULES, Rule
+from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, PROBE_RULES, STATIC_RULES, Rule
 from kvlint.checks.engine import lint_source
 from kvlint.fix.rewrite import fix_source
 from tests.conftest import ROOT
@@ -26,27 +27,29 @@ def ids(entry: Rule) -> str:
     return entry.code
 
 
-def test_one_page_per_static_rule_and_no_other() -> None:
-    assert sorted(p.name for p in PAGES.glob("*.md")) == sorted(f"{r.code}.md" for r in STATIC_RULES)
-    assert set(DOCS) == {r.code for r in STATIC_RULES}
+def test_one_page_per_rule_and_no_other() -> None:
+    assert sorted(p.name for p in PAGES.glob("*.md")) == sorted(f"{r.code}.md" for r in DOCUMENTED_RULES)
+    assert set(DOCS) == {r.code for r in DOCUMENTED_RULES}
+    assert {r.code for r in PROBE_RULES} >= {f"KVL5{n:02d}" for n in range(1, 11)} | {"KVL599"}
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", DOCUMENTED_RULES, ids=ids)
 def test_page_on_disk_is_what_the_catalogue_renders(entry: Rule) -> None:
     """Regenerate with: python -m kvlint.catalogue.pages docs/rules"""
     assert (ROOT / entry.doc_path).read_text(encoding="utf-8") == render_page(entry)
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", DOCUMENTED_RULES, ids=ids)
 def test_page_has_every_section_in_order_and_names_the_rule(entry: Rule) -> None:
     page = explain(entry.code)
-    positions = [page.index(section) for section in SECTIONS]
+    sections = [s for s in SECTIONS if s != "Use instead:" or DOCS[entry.code].bad]
+    positions = [page.index(section) for section in sections]
     assert positions == sorted(positions)
     assert page.splitlines()[0] == f"# {entry.code} `{entry.symbol}`"
     assert f"| {entry.severity} |" in page
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", DOCUMENTED_RULES, ids=ids)
 def test_autofix_section_agrees_with_the_fixer(entry: Rule) -> None:
     autofix = explain(entry.code).split("## Autofix\n\n")[1].split("\n")[0]
     doc = DOCS[entry.code]
@@ -56,7 +59,7 @@ def test_autofix_section_agrees_with_the_fixer(entry: Rule) -> None:
         assert autofix.startswith("No. ") and doc.no_fix and not doc.fix
 
 
-@pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.family != 0], ids=ids)
+@pytest.mark.parametrize("entry", [r for r in DOCUMENTED_RULES if r.family != 0], ids=ids)
 def test_references_link_into_the_operator_contract_and_to_public_reports(entry: Rule) -> None:
     """On disk every rule cites a constraint page of docs/operators/ or docs/semantics.md by its anchor (the
     anchors themselves are checked by tests/test_references.py); other links are public issues or PRs."""
@@ -68,7 +71,7 @@ def test_references_link_into_the_operator_contract_and_to_public_reports(entry:
         assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(pull|issues)/\d+", url)
 
 
-@pytest.mark.parametrize("entry", [r for r in STATIC_RULES if r.family != 0], ids=ids)
+@pytest.mark.parametrize("entry", [r for r in DOCUMENTED_RULES if r.family != 0], ids=ids)
 def test_explained_references_name_the_contract_page_in_the_source_tree(entry: Rule) -> None:
     """Outside docs/rules/ a relative link leads nowhere: ``--explain`` names the path (or the published URL)."""
     references = explain(entry.code).split("## References\n\n")[1]
@@ -82,7 +85,7 @@ def _example(page: str, marker: str) -> str:
     return page.split(marker, 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
 
 
-@pytest.mark.parametrize("entry", STATIC_RULES, ids=ids)
+@pytest.mark.parametrize("entry", [r for r in DOCUMENTED_RULES if DOCS[r.code].bad], ids=ids)
 def test_page_examples_are_the_linted_examples(entry: Rule) -> None:
     page = explain(entry.code)
     assert _example(page, "## Example") == DOCS[entry.code].bad
@@ -117,3 +120,10 @@ def test_regenerating_writes_the_same_files(tmp_path: Path) -> None:
     assert main([str(tmp_path)]) == 0
     for page in PAGES.glob("*.md"):
         assert (tmp_path / page.name).read_bytes() == page.read_bytes()
+
+
+def test_kvl507s_page_shows_the_unmasked_chunked_prefill_and_the_vit_encoder_that_needs_no_mask() -> None:
+    page = explain("KVL507")
+    assert "chunk" in DOCS["KVL507"].bad and "block_table" in DOCS["KVL507"].bad
+    assert "ViT" in DOCS["KVL507"].silent_note and DOCS["KVL507"].silent in page
+    assert page.index("Use instead:") < page.index("Not reported: a ViT encoder layer")

@@ -19,7 +19,8 @@ from kvlint.runtime_probe.__main__ import main
 from kvlint.runtime_probe.live_call import LiveCall
 from kvlint.runtime_probe.report import summary
 
-from tests.probe_fixtures.harness import codes, probe  # noqa: F401
+from tests.probe_fixtures import serving
+from tests.probe_fixtures.harness import codes, in_threads, probe  # noqa: F401
 
 NQ, NKV, D, BLOCK = 4, 2, 32, 128
 LENGTHS = [130, 7]
@@ -64,7 +65,7 @@ def paged_decode(torch_npu, key: torch.Tensor, value: torch.Tensor, table: list[
 
 
 def steps(running: runtime_probe.Probe) -> list[dict[str, object]]:
-    return running._cache_usage().section().as_json()["steps"]
+    return running.report()["cache"]["steps"]
 
 
 def test_a_paged_decode_call_reads_its_lengths_times_the_bytes_per_token(emulated):
@@ -155,9 +156,9 @@ def test_the_report_has_a_cache_section_with_timings_bandwidth_and_floor(emulate
     paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])
     running.finish()
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report) == ["findings", "sites", "cache"]
+    assert list(report) == ["findings", "sites", "cache", "process"]
     cache = report["cache"]
-    assert list(cache) == ["timing_source", "peak_bytes_per_s", "steps"]
+    assert list(cache) == ["timing_source", "peak_bytes_per_s", "steps", "unmeasured_steps"]
     assert cache["timing_source"] == "emulator" and cache["peak_bytes_per_s"] == 1.6e12
     (step,) = cache["steps"]
     assert list(step) == STEP_KEYS
@@ -170,7 +171,7 @@ def test_without_the_emulator_the_timings_are_the_devices(emulated, monkeypatch)
     running, torch_npu = emulated()
     paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])
     monkeypatch.setattr(emulator, "is_installed", lambda: False)
-    assert running._cache_usage().section().timing_source == "device"
+    assert running.report()["cache"]["timing_source"] == "device"
 
 
 def test_a_malformed_bandwidth_is_announced_and_ignored(capsys):
@@ -208,7 +209,7 @@ def test_the_text_summary_has_a_cache_section():
     text = summary(_report([_step(), _step(step=2, phase="prefill", seconds=None, achieved_bytes_per_s=None)]))
     lines = text.splitlines()
     start = lines.index("KV cache reads per step (emulator timings; no floor: KVLINT_PROBE_BANDWIDTH unset)")
-    assert lines[start - 1] == "1 call site(s), 0 finding(s)"
+    assert lines[start - 2:start] == ["1 call site(s), 0 finding(s)", "probe time: 0.0 us per call over 2 call(s)"]
     assert lines[start + 1].split("  ")[0] == "step"
     assert lines[start + 2].split() == ["1", "decode", "2", "35072", "137/768", "3/6", "0.5", "7.01e+04", "-"]
     assert lines[start + 3].split() == ["2", "prefill", "2", "35072", "137/768", "3/6", "-", "-", "-"]
@@ -246,3 +247,64 @@ def test_merge_concatenates_the_steps_of_each_rank(tmp_path, capsys):
     ]
     out = capsys.readouterr().out
     assert "rank  step  phase" in out and "decode: 4 step(s), 106216 bytes read in 2 s" in out
+
+
+def test_a_prefill_over_fresh_keys_is_its_own_step_before_the_decode_steps(emulated):
+    """Each layer writes its new tokens into its paged cache (one call site, as engines do); the prompt's
+    attention reads the freshly projected K/V, each decode step's the cache (another call site). The
+    prefill must not merge into the first decode step."""
+    running, torch_npu = emulated()
+    caches = [paged_cache(6).zero_() for _ in range(2)]
+    table = [[0, 1, 2], [3, 4, 5]]
+    template = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    prompt = 7
+
+    def write(cache: torch.Tensor, start: int, tokens: torch.Tensor) -> None:
+        slots = torch.tensor([row[0] * BLOCK + start + t for row in table for t in range(tokens.shape[1])])
+        torch_npu.npu_scatter_nd_update_(cache.view(-1, NKV * D), slots.reshape(-1, 1), tokens.reshape(-1, NKV * D))
+
+    for cache in caches:
+        fresh = torch.randn(2, prompt, NKV * D).half()
+        write(cache, 0, fresh)
+        torch_npu.npu_fused_infer_attention_score(
+            torch.randn(2, prompt, NQ * D).half(), fresh, fresh, num_heads=NQ, num_key_value_heads=NKV,
+            scale=D**-0.5, input_layout="BSH", sparse_mode=3, atten_mask=template)
+    for grown in range(2):
+        for cache in caches:
+            write(cache, prompt + grown, torch.randn(2, 1, NKV * D).half())
+            paged_decode(torch_npu, cache, cache, table, [prompt + grown + 1] * 2)
+    assert [(s["phase"], s["calls"]) for s in steps(running)] == [("prefill", 2), ("decode", 2), ("decode", 2)]
+    assert codes(running) == {}
+
+
+def test_a_warm_up_call_that_never_comes_back_does_not_hold_the_step_open(emulated):
+    running, torch_npu = emulated()
+    paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])  # a dummy cache, once
+    layers = [paged_cache(6) for _ in range(3)]
+    for _ in range(3):
+        for key in layers:
+            paged_decode(torch_npu, key, key, [[0, 1, 2], [3, 4, 5]])
+    assert [s["calls"] for s in steps(running)] == [4, 3, 3]
+
+
+def test_steps_beyond_the_value_checked_calls_are_counted_as_unmeasured(emulated, capsys):
+    running, torch_npu = emulated(value_first=4, value_every=0)
+    layers = [paged_cache(6) for _ in range(2)]
+    for _ in range(5):
+        for key in layers:
+            paged_decode(torch_npu, key, key, [[0, 1, 2], [3, 4, 5]])
+    cache = running.report()["cache"]
+    assert ([s["step"] for s in cache["steps"]], cache["unmeasured_steps"]) == ([1, 2], 3)
+    assert ("3 later step(s) not measured: their calls were not all value-checked (KVLINT_PROBE_VALUE_FIRST=all "
+            "measures every step)") in summary(running.report())
+
+
+def test_threads_serving_their_own_models_count_their_own_steps(emulated):
+    """Two threads, each a 2-layer model run for 3 steps (a prompt, then 2 decode steps) on its own caches,
+    interleaved: every step holds one thread's 2 layers, never a mix of both threads' calls."""
+    running, torch_npu = emulated()
+    assert in_threads(lambda: serving.contiguous(torch_npu, layers=2, steps=3), 2) == []
+    figures = steps(running)
+    expected = [("prefill", 2), ("decode", 2), ("decode", 2)] * 2
+    assert sorted((s["phase"], s["calls"]) for s in figures) == sorted(expected)
+    assert codes(running) == {}

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.probe_fixtures import standin as standin_ops
 from tests.probe_fixtures import toy_model
-from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
+from tests.probe_fixtures.harness import codes, emulated, marked_line, probe, standin  # noqa: F401
 
 TOY_MODEL = Path(toy_model.__file__)
 
@@ -43,18 +44,32 @@ def test_one_layer_models_and_new_steps_do_not_drift(probe, standin):
 
 
 @pytest.mark.parametrize("advance_inside", [False, True])
-def test_paged_slot_writes_drift_when_the_slots_advance_between_layers(advance_inside, probe, standin):
-    running = probe()
-    torch_npu = standin("good")
+def test_paged_slot_writes_drift_when_the_slots_advance_between_layers(advance_inside, emulated):
+    """Three layers decode two sequences in blocks 0 and 1; the runner's lengths are right, but with the
+    slots advanced per layer, layers 1 and 2 write past what they read and read what nobody wrote."""
+    running, torch_npu = emulated({"npu_scatter_pa_kv_cache": standin_ops.npu_scatter_pa_kv_cache}, compare=False)
     caches = [torch.zeros(4, 16, 2, 16) for _ in range(3)]
+    table = torch.tensor([[0, 2], [1, 3]], dtype=torch.int32)
+    for cache in caches:  # a prompt of 5 tokens per sequence, written before
+        cache[:2, :5] = 1.0
     kv_len = 5
-    for _ in range(2):  # decode steps of a batch of 2 sequences in blocks 0 and 1
+    for _ in range(2):
         for layer, cache in enumerate(caches):
             slots = torch.tensor([kv_len, 16 + kv_len]) + (layer if advance_inside else 0)
-            torch_npu.npu_scatter_pa_kv_cache(torch.ones(2, 2, 16), torch.ones(2, 2, 16), cache, cache.clone(),
-                                              slots, cache_mode="Norm")
+            torch_npu.npu_scatter_pa_kv_cache(torch.ones(2, 2, 16), torch.ones(2, 2, 16), cache, cache.clone(), slots, cache_mode="Norm")  # noqa: E501  # slot write
+            torch_npu.npu_fused_infer_attention_score(
+                torch.ones(2, 1, 64), cache.view(4, 16, 32), cache.view(4, 16, 32), block_table=table,
+                block_size=16, actual_seq_lengths_kv=[kv_len + 1] * 2, num_heads=4, num_key_value_heads=2,
+                scale=0.25)
         kv_len += 1
-    assert codes(running) == ({"KVL505": 2} if advance_inside else {})
+    if not advance_inside:
+        assert codes(running) == {}
+        return
+    drift = [f for f in running.recorder.findings.values() if f.code == "KVL505"]
+    assert [(f.line, f.count) for f in drift] == [(marked_line(Path(__file__), "slot write"), 4)]
+    assert drift[0].message.startswith("layer 1 of this step (call 2 here) writes slot_mapping [6, 22] but the "
+                                       "step's first layer wrote [5, 21]")
+    assert set(codes(running)) == {"KVL505", "KVL509", "KVL510"}
 
 
 def test_duplicate_scatter_nd_indices_are_reported(probe, standin):
@@ -75,3 +90,15 @@ def test_padding_slots_are_not_duplicates(probe, standin):
     torch_npu.npu_scatter_pa_kv_cache(torch.ones(4, 2, 16), torch.ones(4, 2, 16), cache, cache.clone(),
                                       torch.tensor([3, -1, -1, 4]), cache_mode="Norm")
     assert codes(running) == {}
+
+
+def test_a_slot_repeated_in_atb_reshape_and_cache_is_reported(probe, standin):
+    running = probe()
+    torch_npu = standin("good")
+    cache = torch.zeros(4, 16, 2, 16)
+    ones = torch.ones(3, 2, 16)
+    torch_npu._npu_reshape_and_cache(ones, ones, cache, cache.clone(), torch.tensor([3, -1, 4], dtype=torch.int32))
+    assert codes(running) == {}
+    torch_npu._npu_reshape_and_cache(ones, ones, cache, cache.clone(), torch.tensor([3, 7, 3], dtype=torch.int32))
+    (finding,) = running.recorder.findings.values()
+    assert finding.code == "KVL508" and finding.message.startswith("slot_indices repeats a slot (3 appears 2 times)")

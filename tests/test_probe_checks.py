@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from kvlint.runtime_probe.checks import ARGUMENT_CHECKS
+from kvlint.runtime_probe.checks import SIGNATURE_CHECKS, VALUE_CHECKS, non_causal_prefill
 from kvlint.runtime_probe.live_call import LiveCall, bind, is_concrete
 
 from kvlint.catalogue.operators import FIA_V1, FIA_V2, IFA, OPERATORS, PFA
 from tests.probe_fixtures import user_calls
-from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
+from tests.probe_fixtures.harness import codes, emulated, marked_line, probe, standin  # noqa: F401
 
 USER_CALLS = Path(user_calls.__file__)
 USER_CALLS_PATH = "tests/probe_fixtures/user_calls.py"
@@ -38,11 +38,13 @@ def test_correct_calls_give_no_finding(probe, standin):
 
 
 def check_codes(name: str, query, key, value, **keywords) -> set[str]:
-    """The codes the argument checks report for one call (bound like a live call, not run)."""
+    """The codes the argument checks report for one call (bound like a live call, not run); "KVL507" when
+    KVL507's condition on the call holds (whether it is reported is the decoder evidence's to say)."""
     bound = bind(OPERATORS[name], (query, key, value), keywords)
     assert bound is not None
     call = LiveCall(OPERATORS[name], bound, is_concrete(list(bound.values())))
-    return {code for code, check in ARGUMENT_CHECKS.items() if check(call)}
+    codes = {code for code, check in {**SIGNATURE_CHECKS, **VALUE_CHECKS}.items() if check(call)}
+    return codes | ({"KVL507"} if non_causal_prefill(call) else set())
 
 
 Q = torch.zeros(2, 4, 3, 16)
@@ -67,12 +69,12 @@ GOOD = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.25,
         ({"input_layout": "BSH"}, {"KVL106"}),
         ({"input_layout": "bnsd"}, {"KVL106"}),
         ({"key_rope": torch.zeros(2, 2, 8, 64)}, {"KVL108"}),
-        ({"actual_seq_lengths": [3, 3, 3]}, set()),
+        ({"actual_seq_lengths": [3, 3, 3]}, {"KVL503"}),
         ({"actual_seq_lengths": [3, 4]}, {"KVL503"}),
         ({"actual_seq_lengths_kv": [8]}, set()),
         ({"actual_seq_lengths_kv": torch.tensor([8, 9])}, {"KVL503"}),
         ({"actual_seq_lengths_kv": [-1, 8]}, {"KVL503"}),
-        ({"actual_seq_lengths_kv": [8, 5, 7]}, set()),
+        ({"actual_seq_lengths_kv": [8, 5, 7]}, {"KVL503"}),
         ({"sparse_mode": 0, "atten_mask": None}, {"KVL507"}),
     ],
 )
@@ -130,3 +132,41 @@ def test_meta_tensors_skip_value_reads_but_keep_shape_checks():
     lengths = torch.tensor([9, 9], **meta)
     assert check_codes(FIA_V1, q, k, k, **{**GOOD, "actual_seq_lengths_kv": lengths}) == set()
     assert check_codes(FIA_V1, q, k, k, **{**GOOD, "num_heads": 8}) == {"KVL506"}
+
+
+def test_lengths_of_prompts_packed_into_one_batch_row_are_kvl503(emulated):
+    """Two prompts (12 and 13 tokens) packed into one causal sequence of a batch of 1, with a length per
+    token: the operator reads only the first entry; the packing needs TND and cumulative lengths."""
+    running, torch_npu = emulated(compare=False)
+    q, kv = torch.randn(1, 25, 64), torch.randn(1, 25, 32)
+    lengths = [*range(1, 13), *range(1, 14)]
+    torch_npu.npu_fused_infer_attention_score(q, kv, kv, num_heads=4, num_key_value_heads=2, scale=0.25, input_layout="BSH", sparse_mode=3, atten_mask=TEMPLATE, actual_seq_lengths=lengths, actual_seq_lengths_kv=lengths)  # noqa: E501  # packed
+    (finding,) = running.recorder.findings.values()
+    assert (finding.code, finding.line) == ("KVL503", marked_line(Path(__file__), "packed"))
+    assert finding.message == ("actual_seq_lengths=[1, 2, 3, 4, 5, 6, 7, 8, '...'] has 25 entries for a batch of 1 "
+                               "(needs 1); 25 lengths for 1 batch row(s) look like sequences packed into one "
+                               "row, which needs the TND layout with cumulative lengths")
+
+
+def test_tnd_lengths_are_cumulative_ends_without_a_leading_zero():
+    q, k = torch.zeros(10, 4, 16), torch.zeros(10, 2, 16)
+    tnd = dict(num_query_heads=4, num_key_value_heads=2, input_layout="TND", softmax_scale=0.25, sparse_mode=3,
+               atten_mask=TEMPLATE)
+    assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[0, 4, 10], actual_seq_kvlen=[4, 10]) == {"KVL503"}
+    assert check_codes(FIA_V2, q, k, k, **tnd, actual_seq_qlen=[4, 10], actual_seq_kvlen=[4, 9]) == {"KVL503"}
+
+
+def test_an_nz_rope_cache_is_judged_by_its_logical_head_dim():
+    """MLA over NZ paged caches: the latent [blocks, 1, 512/16, bs, 16] and the rope [blocks, 1, 64/16, bs,
+    16] end in the 16-wide tile; their head dims are 512 and 64."""
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    mla = dict(num_heads=8, num_key_value_heads=1, input_layout="BNSD", scale=0.05, block_table=table,
+               block_size=16, actual_seq_lengths_kv=[20, 30], query_rope=torch.zeros(2, 8, 1, 64))
+    latent = torch.zeros(4, 1, 32, 16, 16)
+    query = torch.zeros(2, 8, 1, 512)
+    assert check_codes(FIA_V1, query, latent, latent, key_rope=torch.zeros(4, 1, 4, 16, 16), **mla) == set()
+    wrong = check_codes(FIA_V1, query, latent, latent, key_rope=torch.zeros(4, 1, 2, 16, 16), **mla)
+    assert wrong == {"KVL506"}
+    bound = bind(OPERATORS[FIA_V1], (query, latent, latent), {**mla, "key_rope": torch.zeros(4, 1, 2, 16, 16)})
+    message = SIGNATURE_CHECKS["KVL506"](LiveCall(OPERATORS[FIA_V1], bound, True))
+    assert message == "key_rope head dim is 32 (NZ [4, 1, 2, 16, 16]), must be 64 in MLA"

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 import torch
 from kvlint.runtime_probe import ProbeError, checks
 from kvlint.runtime_probe.hooks import ProbedOp
+from kvlint.runtime_probe.report import summary
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from tests.probe_fixtures import user_calls
-from tests.probe_fixtures.harness import codes, marked_line, probe, standin  # noqa: F401
+from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_line, probe, standin  # noqa: F401
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 THIS = "tests/test_probe_guarantees.py"
@@ -80,7 +83,7 @@ def test_a_failing_check_becomes_kvl599_and_the_call_returns_normally(probe, sta
 
     q, k, v = user_calls.qkv()
     expected, _ = standin("good").npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
-    monkeypatch.setitem(checks.ARGUMENT_CHECKS, "KVL506", broken)
+    monkeypatch.setitem(checks.SIGNATURE_CHECKS, "KVL506", broken)
     running = probe(strict=True)
     out, _ = sys.modules["torch_npu"].npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
     assert torch.equal(out, expected)
@@ -102,24 +105,15 @@ def test_threads_share_consistent_counts(probe, standin):
     running = probe(sample=3)
     torch_npu = standin("no_scale")
     q, k, v = user_calls.qkv()
-    errors: list[BaseException] = []
 
     def worker() -> None:
-        try:
-            for _ in range(10):
-                torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(sparse_mode=0, atten_mask=None))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+        for _ in range(10):
+            torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(sparse_mode=0, atten_mask=None))
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert in_threads(worker, 8) == []
     (site,) = running.recorder.sites.values()
     assert (site.calls, site.validated, site.compared) == (80, 80, 3)
-    assert codes(running) == {"KVL507": 80, "KVL501": 3}
+    assert codes(running) == {"KVL501": 3}  # no mask over keys nobody wrote to a cache: an encoder's call
 
 
 def test_calls_made_inside_a_probed_call_are_not_probed_again(probe, standin):
@@ -179,3 +173,106 @@ def test_torch_npu_imported_after_activation_is_wrapped_before_user_code_binds_n
     assert module.__loader__.__class__.__name__ != "_HookedLoader"
     user_calls.bad_mask_missing(module)
     assert codes(running) == {"KVL203": 1}
+
+
+def test_a_call_whose_operator_raises_is_recorded_and_the_exception_reaches_the_program(emulated):
+    running, torch_npu = emulated(compare=False)
+    q, k, v = user_calls.qkv()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="num_heads=3 must be a positive multiple"):
+            torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal(num_heads=3))  # raises
+    torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    site = next(s for s in running.recorder.sites.values() if s.line == marked_line(Path(__file__), "raises"))
+    assert (site.calls, site.raised) == (2, 2)
+    assert site.first_raise == "ValueError: num_heads=3 must be a positive multiple of num_key_value_heads=2"
+    report = running.report()
+    assert [s["raised"] for s in report["sites"]] == [2, 0]
+    assert (f"{THIS}:{site.line}: 2 call(s) of npu_fused_infer_attention_score raised; first: ValueError: "
+            "num_heads=3") in summary(report)
+
+
+def test_the_summary_prints_the_probes_own_time_per_call(probe, standin):
+    running = probe(compare=False)
+    user_calls.clean_calls(standin("good"))
+    lines = summary(running.report()).splitlines()
+    assert lines[1].split("  ")[-1].strip() == "probe us/call"
+    per_call = next(line for line in lines if line.startswith("probe time: "))
+    assert float(per_call.split()[2]) > 0 and per_call.endswith("us per call over 5 call(s)")
+
+
+def test_a_seen_signature_is_bound_once_and_its_signature_findings_still_counted(probe, standin, monkeypatch):
+    from kvlint.runtime_probe import live_call
+
+    bound = []
+    original = live_call.bind
+    monkeypatch.setattr(live_call, "bind", lambda *args: bound.append(1) or original(*args))
+    running = probe(compare=False, value_first=2, value_every=4)
+    torch_npu = standin("good")
+    for _ in range(10):
+        user_calls.bad_mask_dtype(torch_npu)
+    assert len(bound) == 4  # calls 1 and 2, then 4 and 8
+    assert codes(running) == {"KVL201": 10}
+    (site,) = running.recorder.sites.values()
+    assert (site.calls, site.validated) == (10, 10)
+    q, k, v = user_calls.qkv(sq=5)  # a new signature at the same site gets every check
+    torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    assert len(bound) == 5
+
+
+def test_value_checks_run_only_on_sampled_calls(probe, standin):
+    running = probe(compare=False, value_first=1, value_every=0)
+    torch_npu = standin("good")
+    for _ in range(5):
+        user_calls.bad_seq_lengths(torch_npu)
+    assert codes(running) == {"KVL503": 1}
+
+
+class CountingMode(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class CountingFunctions(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def what_the_program_sees(torch_npu) -> tuple[object, ...]:
+    """A probed FIA call (compared with the reference) inside the program's own modes, memory tracker and
+    profiler."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    q, k, v = user_calls.qkv()
+    with MemTracker() as memory:
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    with CountingMode() as ops:
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    with FlopCounterMode(display=False) as flops:
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    with CountingFunctions() as functions:
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        torch_npu.npu_fused_infer_attention_score(q, k, v, **user_calls.causal())
+    return (ops.ops, flops.get_total_flops(), functions.calls, sorted(e.name for e in profiler.events()),
+            memory.get_tracker_snapshot("peak"))
+
+
+def test_the_probe_is_invisible_to_the_programs_dispatch_modes_and_profiler(emulated):
+    running, torch_npu = emulated(sample=None)
+    probed = what_the_program_sees(torch_npu)
+    assert sum(site.compared for site in running.recorder.sites.values()) == 5
+    from kvlint.runtime_probe import probe as runtime_probe
+
+    runtime_probe.deactivate()
+    assert probed == what_the_program_sees(torch_npu)
+    assert probed[0] == ["npu.npu_fused_infer_attention_score.default"] and probed[1] == 0

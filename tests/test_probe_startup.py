@@ -68,10 +68,43 @@ def test_failures_at_start_up_are_one_line_on_stderr_never_an_exception(fresh_st
     fresh_startup.setattr(runtime_probe, "activate_from_env", broken)
     fresh_startup.setenv("KVLINT_PROBE", "1")
     fresh_startup.setenv("KVLINT_EMULATE", "1")
+    fresh_startup.setattr(sys, "meta_path", list(sys.meta_path))
     _startup.activate_from_env()
-    err = capsys.readouterr().err.splitlines()
-    assert err == ["kvlint: KVLINT_EMULATE ignored: OSError: disk on fire",
-                   "kvlint: KVLINT_PROBE ignored: OSError: disk on fire"]
+    assert capsys.readouterr().err.splitlines() == ["kvlint: KVLINT_PROBE ignored: OSError: disk on fire"]
+    fresh_startup.delitem(sys.modules, "torch_npu", raising=False)
+    with pytest.raises(ModuleNotFoundError):  # the emulator could not stand in, and there is no torch_npu
+        importlib.import_module("torch_npu")
+    assert capsys.readouterr().err.splitlines() == ["kvlint: KVLINT_EMULATE ignored: OSError: disk on fire"]
+
+
+def python_c(code: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in this environment (its ``kvlint.pth`` runs), with only ``environ`` set."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", **environ})
+
+
+@pytest.mark.slow
+def test_kvlint_emulate_acts_only_in_a_process_that_imports_torch_npu():
+    idle = python_c("import sys; print(sorted(m for m in ('torch', 'kvlint.runtime_probe.emulator') if m in sys.modules))",
+                    KVLINT_EMULATE="1")
+    assert idle.stdout.strip() == "[]", idle.stderr
+    used = python_c("import torch_npu; print(torch_npu.__kvlint_emulator__, torch_npu.npu_fused_infer_attention_score)",
+                    KVLINT_EMULATE="1")
+    assert used.stdout.startswith("True npu.npu_fused_infer_attention_score"), used.stderr
+    for first in ("torch_npu", "torchair"):  # either import installs the whole emulator, every operator on it
+        both = python_c(f"import {first}; import torch_npu, torchair; "
+                        "print(torch_npu.npu_format_cast, torchair.get_npu_backend.__name__)", KVLINT_EMULATE="1")
+        assert both.stdout.split() == ["npu.npu_format_cast", "get_npu_backend"], both.stderr
+
+
+@pytest.mark.slow
+def test_kvlint_emulate_leaves_a_real_torch_npu_alone():
+    done = python_c("import torch_npu; print(torch_npu.__file__)", KVLINT_EMULATE="1",
+                    PYTHONPATH=f"{STANDIN_PATH}:{ROOT}")
+    assert done.stdout.strip() == f"{STANDIN_PATH}/torch_npu/__init__.py"
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("kvlint:")]
+    assert said.startswith("kvlint: KVLINT_EMULATE ignored: RuntimeError: a real torch_npu is installed at "
+                           f"'{STANDIN_PATH}/torch_npu/__init__.py'")
 
 
 def test_the_hook_imports_nothing_heavy_when_unset():
@@ -107,7 +140,8 @@ def _environment(tmp_path: Path, editable: bool) -> Path:
     command = [str(python), "-m", "pip", "install", "-q", "--no-deps", *_isolation()]
     subprocess.run([*command, *(["-e"] if editable else []), str(source)], check=True, timeout=300,
                    capture_output=True)
-    assert Path(purelib, "kvlint.pth").read_text().startswith("import kvlint._startup;")
+    line = Path(purelib, "kvlint.pth").read_text()
+    assert line.startswith('import os; (os.environ.get("KVLINT_PROBE") or os.environ.get("KVLINT_EMULATE")) and')
     return python
 
 
@@ -129,6 +163,11 @@ def test_installed_pth_activates_the_probe_only_when_asked(editable, tmp_path):
     installed = run("-c", "import kvlint.runtime_probe as m; print(m.__file__)").stdout
     assert installed.startswith(str(tmp_path / ("src" if editable else "venv")))
     assert run("-c", LOADED).stdout.strip() == "[]"
+    timed = run("-X", "importtime", "-c", "pass").stderr
+    modules = {line.split("|")[-1].strip() for line in timed.splitlines() if line.startswith("import time:")}
+    assert not {m for m in modules if m.startswith("kvlint")}, sorted(modules)
+    if not editable:  # setuptools' editable finder imports modules of its own in every process
+        assert not modules & {"typing", "__future__", "collections", "re"}, sorted(modules)
     assert run("-c", LOADED, KVLINT_PROBE="1").stdout.strip() == "['kvlint.runtime_probe.probe']"
     quiet = run(str(script))
     assert quiet.returncode == 0 and "kvlint" not in quiet.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kvlint.catalogue.project import docs_url
 from kvlint.catalogue.rule_pages import DOCS, Reference
-from kvlint.catalogue.rules import FIXABLE, STATIC_RULES, Rule, rule
+from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, STATIC_RULES, Rule, rule
 
 RULES_FOLDER = "docs/rules"
 """Where the pages live in the repository; the references' ``doc`` paths are relative to its root."""
@@ -63,6 +63,43 @@ def _autofix(entry: Rule) -> str:
     return f"No. {doc.no_fix}"
 
 
+def _python(code: str) -> list[str]:
+    return ["```python", code.rstrip("\n"), "```"]
+
+
+def _static_sections(entry: Rule) -> list[str]:
+    doc = DOCS[entry.code]
+    suppress = (
+        "Cannot be suppressed."
+        if entry.code == "KVL000" else
+        f"`# noqa: {entry.code}` or `# kvlint: disable={entry.symbol}` on the reported line; "
+        f"`# pylint: disable={entry.symbol}` under pylint; `--ignore {entry.code}` or "
+        f"`per-file-ignores` in the configuration."
+    )
+    return ["## Example", "", *_python(doc.bad), "", "Use instead:", "", *_python(doc.good), "",
+            "## Autofix", "", _autofix(entry), "", "## Suppression", "", suppress]
+
+
+def _probe_sections(entry: Rule) -> list[str]:
+    """A probe rule's example is a program run under the probe: its output, the fixed program, and a
+    look-alike that is not reported where the rule has one."""
+    doc = DOCS[entry.code]
+    lines = ["## Example", ""]
+    if doc.bad:
+        lines += [*_python(doc.bad), ""]
+        if doc.output:
+            lines += ["`KVLINT_PROBE=1 python example.py` (here on the CPU emulator, `KVLINT_EMULATE=1`) prints:", "",
+                      "```text", doc.output.rstrip("\n"), "```", ""]
+        lines += ["Use instead:", "", *_python(doc.good), ""]
+        if doc.silent:
+            lines += [doc.silent_note, "", *_python(doc.silent), ""]
+    else:
+        lines += ["None: the finding is about the probe, not the program.", ""]
+    return [*lines, "## Autofix", "", _autofix(entry), "", "## Suppression", "",
+            "A run-time finding: no source comment applies to it. The probe prints it once per call site and "
+            "counts it after that; `KVLINT_PROBE=0` (or unset) turns the probe off."]
+
+
 def render_page(entry: Rule) -> str:
     """The markdown page of one rule as written to docs/rules/: a generated-file comment, then the page, with
     links relative to that folder."""
@@ -71,18 +108,13 @@ def render_page(entry: Rule) -> str:
 
 def _page(entry: Rule, contract_line: Callable[[Reference], str]) -> str:
     doc = DOCS[entry.code]
-    pylint = f"`{entry.pylint_msgid}`" if entry.pylint_msgid else "none (the file does not parse)"
-    suppress = (
-        "Cannot be suppressed."
-        if entry.code == "KVL000" else
-        f"`# noqa: {entry.code}` or `# kvlint: disable={entry.symbol}` on the reported line; "
-        f"`# pylint: disable={entry.symbol}` under pylint; `--ignore {entry.code}` or "
-        f"`per-file-ignores` in the configuration."
-    )
+    probe = entry.family == 5
+    pylint = (f"`{entry.pylint_msgid}`" if entry.pylint_msgid else
+              "none (a runtime probe finding)" if probe else "none (the file does not parse)")
     lines = [
         f"# {entry.code} `{entry.symbol}`",
         "",
-        f"**Summary:** {entry.summary}.",
+        f"**Summary:** {entry.summary}." + (" Reported by the runtime probe (`KVLINT_PROBE=1`)." if probe else ""),
         "",
         "| severity | pylint message | autofix |",
         "|---|---|---|",
@@ -96,25 +128,7 @@ def _page(entry: Rule, contract_line: Callable[[Reference], str]) -> str:
         "",
         doc.why,
         "",
-        "## Example",
-        "",
-        "```python",
-        doc.bad.rstrip("\n"),
-        "```",
-        "",
-        "Use instead:",
-        "",
-        "```python",
-        doc.good.rstrip("\n"),
-        "```",
-        "",
-        "## Autofix",
-        "",
-        _autofix(entry),
-        "",
-        "## Suppression",
-        "",
-        suppress,
+        *(_probe_sections(entry) if probe else _static_sections(entry)),
         "",
         "## References",
         "",
@@ -144,18 +158,19 @@ _BY_PYLINT_ID = {entry.pylint_msgid: entry for entry in STATIC_RULES if entry.py
 
 
 def explain(code_or_symbol: str) -> str:
-    """The page of a static rule by code, symbol or pylint message id (``E7201``); KeyError when there is
-    none."""
+    """The page of a rule (static or probe) by code, symbol or pylint message id (``E7201``); KeyError when
+    there is none."""
     entry = _BY_PYLINT_ID.get(code_or_symbol.upper()) or rule(code_or_symbol)
-    if entry not in STATIC_RULES:
+    if entry not in DOCUMENTED_RULES:
         raise KeyError(code_or_symbol)
     return standalone_page(entry)
 
 
 def rules_table() -> str:
-    """One line per static rule: code, symbol, severity, autofix, summary."""
+    """One line per rule: code, symbol, severity, autofix, summary (a probe rule's says so)."""
     rows = [("code", "symbol", "severity", "fix", "summary")]
-    rows += [(r.code, r.symbol, r.severity, "yes" if r.code in FIXABLE else "", r.summary) for r in STATIC_RULES]
+    rows += [(r.code, r.symbol, r.severity, "yes" if r.code in FIXABLE else "",
+              f"(probe) {r.summary}" if r.family == 5 else r.summary) for r in DOCUMENTED_RULES]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4] for row in rows
@@ -167,7 +182,7 @@ def write_pages(folder: str | Path) -> list[Path]:
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     written = []
-    for entry in STATIC_RULES:
+    for entry in DOCUMENTED_RULES:
         path = target / f"{entry.code}.md"
         path.write_text(render_page(entry), encoding="utf-8")
         written.append(path)

@@ -1,9 +1,15 @@
-"""The text of every static rule's documentation page (rendered by ``kvlint.catalogue.pages``).
+"""The text of every rule's documentation page, static and probe (rendered by ``kvlint.catalogue.pages``).
 
 Code, symbol, severity and summary come from the rule catalogue (``kvlint.catalogue.rules``); whether a rule has
 an autofix comes from the catalogue row (``fixable``). This module holds only what a catalogue row cannot: what the
 rule looks at, the concrete failure, a bad and a fixed example (both linted by the test suite: the bad one
 is reported with exactly the rule's code, the fixed one is clean) and the references.
+
+A probe rule's (``KVL5nn``) examples are programs: the test suite runs each under the probe on the CPU
+emulator and requires the lines it prints for the bad one to be ``output``, and nothing for the fixed one
+(and for ``silent``, a look-alike the rule must leave alone). ``runnable=False`` marks the two whose
+finding the emulator cannot produce (KVL501 needs a kernel that disagrees with the reference, KVL599 a
+failure of the probe itself).
 
 References point into kvlint's own operator contract (``docs/operators/*.md``, ``docs/semantics.md``: every
 documented constraint, trap and semantic choice has a stable anchor there, with the public sources it comes
@@ -48,13 +54,46 @@ class RuleDoc:
     fix: str = ""
     """How the autofix rewrites the code (empty: no autofix, and ``no_fix`` says why)."""
     no_fix: str = ""
+    output: str = ""
+    """Probe rules: what the probe prints for ``bad`` (run as ``example.py``)."""
+    silent: str = ""
+    """Probe rules: a look-alike the rule must not report, shown under ``silent_note``."""
+    silent_note: str = ""
+    runnable: bool = True
+    """Probe rules: the examples run on the emulator (see the module docstring)."""
 
 
 _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
+_PROBE_HEADER = "import torch\nimport torch_npu\n\n"
 SHAPE_TESTS = ("Shape tests compute no numbers and are not reported: calls in the body of "
                "`with FakeTensorMode():` or `with torch.device(\"meta\"):` in the same function, and calls "
                "whose query is a meta tensor on every path (`device=\"meta\"`, `.to(\"meta\")`).")
 """The shape-test exemption of the rules whose only point is a default value."""
+
+def _decode_example(lengths: str) -> str:
+    """KVL509's and KVL510's example: a decode loop that writes each new token at ``kv_len`` and passes
+    ``actual_seq_lengths_kv=[lengths]``."""
+    return _PROBE_HEADER + (
+        'B, N, D = 1, 2, 16\n'
+        'k_cache, v_cache = torch.zeros(B, N, 64, D), torch.zeros(B, N, 64, D)\n'
+        '\n'
+        '\n'
+        'def decode_step(q, k, v, kv_len):\n'
+        '    start = torch.tensor([kv_len] * B)\n'
+        '    torch_npu.scatter_update_(k_cache, start, k, -2)  # the new token goes to position kv_len\n'
+        '    torch_npu.scatter_update_(v_cache, start, v, -2)\n'
+        '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+        '        q, k_cache, v_cache, num_heads=4, num_key_value_heads=N, input_layout="BNSD",\n'
+        f'        scale=D**-0.5, actual_seq_lengths_kv=[{lengths}] * B,\n'
+        '    )\n'
+        '    return out\n'
+        '\n'
+        '\n'
+        'torch.manual_seed(0)\n'
+        'for kv_len in range(3):\n'
+        '    decode_step(torch.randn(B, 4, 1, D), torch.randn(B, N, 1, D), torch.randn(B, N, 1, D), kv_len)\n'
+    )
+
 
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
@@ -799,5 +838,468 @@ DOCS: dict[str, RuleDoc] = {
             Reference("PFA-C8 and PFA-C9: PFA's lengths, cumulative in TND only", f"{IFA_PFA}#pfa-c8"),
         ),
         no_fix="Whether to convert the lengths or to switch to TND depends on how the tensors are packed.",
+    ),
+    "KVL501": RuleDoc(
+        what=(
+            'Compares the output of the first calls of each call site (``KVLINT_PROBE_SAMPLE``, default 3, or'
+            " every call) with kvlint's float32 reference of the operator, element by element, with the "
+            'tolerance of the output dtype (``|out - ref| <= max(|ref|, 1) * eps``, eps 2^-7 for float16, '
+            '2^-6 for bfloat16, 1e-4 for float32), and reports the largest error and where it is (batch, '
+            'head, token).'
+        ),
+        why=(
+            'A fused attention call that computes something other than its arguments ask for gives plausible '
+            'numbers: an operator version whose defaults differ, an option the kernel implements differently '
+            'from its documentation, a hand-written CPU fallback of the operator with top-left instead of '
+            "bottom-right causal alignment. Nothing raises; the model's quality degrades."
+        ),
+        bad=_PROBE_HEADER + (
+            'def fallback_fia(q, k, v, *, num_heads, scale, sparse_mode=0, **options):\n'
+            '    # a CPU stand-in of the operator, installed as torch_npu.npu_fused_infer_attention_score\n'
+            '    causal = sparse_mode == 3\n'
+            '    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)\n'
+            '    return out, None  # is_causal aligns top-left: wrong once the keys outnumber the queries\n'
+        ),
+        good=_PROBE_HEADER + (
+            'def fallback_fia(q, k, v, *, num_heads, scale, sparse_mode=0, **options):\n'
+            '    causal = sparse_mode == 3\n'
+            '    s_q, s_kv = q.shape[-2], k.shape[-2]\n'
+            '    mask = torch.ones(s_q, s_kv, dtype=torch.bool).tril(s_kv - s_q) if causal else None\n'
+            '    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)\n'
+            '    return out, None  # bottom-right: query i sees the keys up to s_kv - s_q + i\n'
+        ),
+        runnable=False,
+        references=(
+            Reference('Reference semantics, 7 Tolerances', f"{SEMANTICS}#sem-7"),
+            Reference(
+                'Reference semantics, 8 Bottom-right versus top-left causal alignment',
+                f"{SEMANTICS}#sem-8",
+            ),
+        ),
+        no_fix=(
+            "The probe reports what differs; which side is wrong (the program's arguments, the kernel, the "
+            'fallback) needs a person.'
+        ),
+    ),
+    "KVL502": RuleDoc(
+        what=(
+            "Checks every value-checked attention call's output for NaN and Inf (one reduction and one scalar"
+            ' read), and counts them when there are any.'
+        ),
+        why=(
+            'A NaN in one attention output spreads through every later layer and token: the model then '
+            'generates garbage or a single repeated token. Its usual causes are upstream: float16 overflow '
+            '(values above 65504) in the keys or the queries, an uninitialised cache read, a fully masked row'
+            ' without row correction.'
+        ),
+        bad=_PROBE_HEADER + (
+            'q = torch.randn(1, 4, 1, 16).half()\n'
+            'hidden = torch.randn(1, 2, 8, 16) * 3e4\n'
+            'k = (hidden * 4).half()  # values above 65504 become inf in float16\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, k, k, num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.25\n'
+            ')\n'
+        ),
+        good=_PROBE_HEADER + (
+            'q = torch.randn(1, 4, 1, 16).bfloat16()\n'
+            'hidden = torch.randn(1, 2, 8, 16) * 3e4\n'
+            "k = (hidden * 4).bfloat16()  # bfloat16 has float32's range\n"
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, k, k, num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.25\n'
+            ')\n'
+        ),
+        output=(
+            'kvlint-probe: example.py:7: KVL502 probe-nonfinite-output: output has 64 NaN and 0 Inf value(s) '
+            'out of 64 [npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('Reference semantics, 4.3 Fully masked rows, inner_precise', f"{SEMANTICS}#sem-4-3"),
+            Reference('Reference semantics, 1.3 Low-precision emulation', f"{SEMANTICS}#sem-1-3"),
+        ),
+        no_fix=(
+            'Where the NaN comes from is upstream of the call; the message counts them.'
+        ),
+    ),
+    "KVL503": RuleDoc(
+        what=(
+            'Checks the live length lists against the tensors: outside TND, one entry per batch row (or one '
+            'for all) and each at most S; for TND/NTD, cumulative ends, non-decreasing, without the leading 0'
+            " of flash-attn's cu_seqlens, ending at T. A list with more entries than batch rows is reported: "
+            'prompts packed into one row of a batch attend to each other.'
+        ),
+        why=(
+            'The operator reads the first B entries of a longer list and ignores the rest (FIA-C13), so a '
+            'batch of 1 holding two packed prompts is one causal sequence: the second prompt attends to the '
+            'first. Lengths above S read past the tensor, and TND lengths that are per-batch rather than '
+            'cumulative split the tokens wrongly (FIA-T4).'
+        ),
+        bad=_PROBE_HEADER + (
+            'prompts = [torch.randn(12, 64), torch.randn(13, 64)]\n'
+            'q = kv = torch.cat(prompts)[None]  # two prompts packed into one row of a batch of 1\n'
+            'lengths = [*range(1, 13), *range(1, 14)]  # a position per token, as for flash-attn\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, kv, kv, num_heads=4, scale=0.25, input_layout="BSH", sparse_mode=3,\n'
+            '    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            '    actual_seq_lengths=lengths, actual_seq_lengths_kv=lengths,\n'
+            ')\n'
+        ),
+        good=_PROBE_HEADER + (
+            'prompts = [torch.randn(12, 64), torch.randn(13, 64)]\n'
+            'q = kv = torch.cat(prompts).view(25, 4, 16)  # TND: the prompts packed on T\n'
+            "ends = [12, 25]  # each prompt's cumulative end\n"
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, kv, kv, num_heads=4, scale=0.25, input_layout="TND", sparse_mode=3,\n'
+            '    atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            '    actual_seq_lengths=ends, actual_seq_lengths_kv=ends,\n'
+            ')\n'
+        ),
+        output=(
+            'kvlint-probe: example.py:7: KVL503 probe-seq-lengths: actual_seq_lengths=[1, 2, 3, 4, 5, 6, 7, '
+            "8, '...'] has 25 entries for a batch of 1 (needs 1); 25 lengths for 1 batch row(s) look like "
+            'sequences packed into one row, which needs the TND layout with cumulative lengths '
+            '[npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('FIA-C13 per-batch lengths', f"{FIA}#fia-c13"),
+            Reference('FIA-C14 TND cumulative lengths', f"{FIA}#fia-c14"),
+            Reference('FIA-T4 per-batch lengths under TND', f"{FIA}#fia-t4"),
+        ),
+        no_fix=(
+            'Whether the prompts were meant to be separate sequences (TND, cumulative ends) or the lengths '
+            "are wrong is the program's to say."
+        ),
+    ),
+    "KVL504": RuleDoc(
+        what=(
+            "Checks a paged call's block table: 2-D, a row per batch, enough blocks for each KV length "
+            '(block_table.shape[1] * block_size >= the length), and every block a sequence uses inside the '
+            "cache (0 <= id < num_blocks). Entries past a sequence's length are padding and not checked."
+        ),
+        why=(
+            'The kernels do not validate block ids: a table too short for the length, or an id outside the '
+            "cache, reads another sequence's blocks or memory outside the cache, with no error."
+        ),
+        bad=_PROBE_HEADER + (
+            'q = torch.randn(2, 1, 64)\n'
+            'cache = torch.randn(4, 16, 32)  # 4 blocks of 16 tokens\n'
+            'block_table = torch.tensor([[0], [1]], dtype=torch.int32)  # one block per sequence\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, cache, cache, num_heads=4, num_key_value_heads=2, scale=0.25,\n'
+            '    block_table=block_table, block_size=16, actual_seq_lengths_kv=[20, 5],\n'
+            ')\n'
+        ),
+        good=_PROBE_HEADER + (
+            'q = torch.randn(2, 1, 64)\n'
+            'cache = torch.randn(4, 16, 32)  # 4 blocks of 16 tokens\n'
+            'block_table = torch.tensor([[0, 2], [1, 3]], dtype=torch.int32)  # 20 tokens need 2 blocks\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, cache, cache, num_heads=4, num_key_value_heads=2, scale=0.25,\n'
+            '    block_table=block_table, block_size=16, actual_seq_lengths_kv=[20, 5],\n'
+            ')\n'
+        ),
+        output=(
+            'kvlint-probe: example.py:7: KVL504 probe-block-table: block_table.shape[1] * block_size = 1 * 16'
+            ' = 16 < kv length 20 [npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('Reference semantics, 5 Paged addressing', f"{SEMANTICS}#sem-5"),
+            Reference('FIA-C41 cache layouts', f"{FIA}#fia-c41"),
+        ),
+        no_fix=(
+            "The table comes from the program's block allocator; the message says which entry is wrong."
+        ),
+    ),
+    "KVL505": RuleDoc(
+        what=(
+            "Compares the positions each layer's cache write uses within one step (per thread; caches of one "
+            "shape, dtype and cache set written from one call site) with the step's first layer's, and "
+            'reports a layer that writes elsewhere once its own attention call proves it: the call reads rows'
+            " of that layer's cache that no write filled (they are still all zero). Two requests, two models "
+            'or two threads writing their own caches at their own positions never compare.'
+        ),
+        why=(
+            "When the runner's kv_len is advanced inside a layer (KVL305's runtime signature), layer l writes"
+            ' its keys l tokens further than layer 0 and attends over positions it never wrote. No single '
+            'call is malformed; the output is silently wrong from the second layer on.'
+        ),
+        bad=_PROBE_HEADER + (
+            'LAYERS, N, D = 2, 2, 16\n'
+            'caches = [(torch.zeros(1, N, 32, D), torch.zeros(1, N, 32, D)) for _ in range(LAYERS)]\n'
+            "kv_len = torch.zeros(1, dtype=torch.int64)  # the runner's tensor, shared by the layers\n"
+            '\n'
+            '\n'
+            'def layer(x, k_cache, v_cache):\n'
+            '    q, k, v = x[:, :, :4], x[:, :, :N], x[:, :, N:]\n'
+            '    torch_npu.scatter_update_(k_cache, kv_len, k.transpose(1, 2), -2)\n'
+            '    torch_npu.scatter_update_(v_cache, kv_len, v.transpose(1, 2), -2)\n'
+            '    kv_len.add_(x.shape[1])  # advances kv_len inside the layer: every layer\n'
+            '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '        q.transpose(1, 2), k_cache, v_cache, num_heads=4, num_key_value_heads=N,\n'
+            '        input_layout="BNSD", scale=D**-0.5, actual_seq_lengths_kv=kv_len.tolist(),\n'
+            '        sparse_mode=3, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            '    )\n'
+            '    return out.transpose(1, 2)\n'
+            '\n'
+            '\n'
+            'torch.manual_seed(0)\n'
+            'x = torch.randn(1, 3, 4, D)\n'
+            'for _ in range(LAYERS):\n'
+            '    x = layer(x, *caches[_])\n'
+        ),
+        good=_PROBE_HEADER + (
+            'LAYERS, N, D = 2, 2, 16\n'
+            'caches = [(torch.zeros(1, N, 32, D), torch.zeros(1, N, 32, D)) for _ in range(LAYERS)]\n'
+            "kv_len = torch.zeros(1, dtype=torch.int64)  # the runner's tensor, shared by the layers\n"
+            '\n'
+            '\n'
+            'def layer(x, k_cache, v_cache):\n'
+            '    q, k, v = x[:, :, :4], x[:, :, :N], x[:, :, N:]\n'
+            '    torch_npu.scatter_update_(k_cache, kv_len, k.transpose(1, 2), -2)\n'
+            '    torch_npu.scatter_update_(v_cache, kv_len, v.transpose(1, 2), -2)\n'
+            '    out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '        q.transpose(1, 2), k_cache, v_cache, num_heads=4, num_key_value_heads=N,\n'
+            '        input_layout="BNSD", scale=D**-0.5, actual_seq_lengths_kv=(kv_len + x.shape[1]).tolist(),\n'
+            '        sparse_mode=3, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            '    )\n'
+            '    return out.transpose(1, 2)\n'
+            '\n'
+            '\n'
+            'torch.manual_seed(0)\n'
+            'x = torch.randn(1, 3, 4, D)\n'
+            'for _ in range(LAYERS):\n'
+            '    x = layer(x, *caches[_])\n'
+            'kv_len.add_(x.shape[1])  # once per step, after every layer\n'
+        ),
+        output=(
+            'kvlint-probe: example.py:11: KVL505 probe-cache-write-drift: layer 1 of this step (call 2 here) '
+            "writes indices [3] but the step's first layer wrote [0]: kv_len advanced inside a layer?; "
+            "evidence: this layer's attention call reads rows nobody filled (batch 0 reads positions 0-2 of "
+            'its key cache, whose rows are all zero and were not written in this step) [scatter_update_]\n'
+            'kvlint-probe: example.py:14: KVL510 probe-read-slot-not-written: batch 0 reads positions 0-2 of '
+            'its key cache, whose rows are all zero and were not written in this step: never written since '
+            'the cache was allocated; actual_seq_lengths_kv=[6] counts tokens that are not in the cache '
+            '[npu_fused_infer_attention_score]\n'
+            'kvlint-probe: example.py:12: KVL505 probe-cache-write-drift: layer 1 of this step (call 2 here) '
+            "writes indices [3] but the step's first layer wrote [0]: kv_len advanced inside a layer?; "
+            "evidence: this layer's attention call reads rows nobody filled (batch 0 reads positions 0-2 of "
+            'its value cache, whose rows are all zero and were not written in this step) [scatter_update_]\n'
+        ),
+        references=(
+            Reference('KVC-C5 scatter_update positions', f"{KV_CACHE}#kvc-c5"),
+        ),
+        no_fix=(
+            'Advance kv_len once per step, in the runner, after every layer; the probe cannot move the code.'
+        ),
+    ),
+    "KVL506": RuleDoc(
+        what=(
+            'Checks the head arguments against the tensors: num_heads and num_key_value_heads against the N '
+            "axes (or H / head dim for BSH), the query and key head dims, and MLA's rope head dim of 64. An "
+            'NZ cache is judged by its logical shape: [blocks, N, D/16, block_size, 16] has head dim D.'
+        ),
+        why=(
+            'A head count that disagrees with the tensors makes the kernel split the hidden size wrongly: '
+            'heads are mixed, or the call raises. An NZ rope view ends in the 16-wide tile, which is not its '
+            'head dim.'
+        ),
+        bad=_PROBE_HEADER + (
+            'q, k = torch.randn(2, 8, 3, 16), torch.randn(2, 2, 8, 16)  # 8 query heads, 2 KV heads\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, k, k, num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.25,\n'
+            '    sparse_mode=3, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            ')\n'
+        ),
+        good=_PROBE_HEADER + (
+            'q, k = torch.randn(2, 8, 3, 16), torch.randn(2, 2, 8, 16)  # 8 query heads, 2 KV heads\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    q, k, k, num_heads=8, num_key_value_heads=2, input_layout="BNSD", scale=0.25,\n'
+            '    sparse_mode=3, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            ')\n'
+        ),
+        output=(
+            'kvlint-probe: example.py:5: KVL506 probe-head-shapes: num_heads=4 but query (BNSD) has 8 heads '
+            '[npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('FIA-C41 cache layouts (NZ)', f"{FIA}#fia-c41"),
+            Reference('Reference semantics, 2.3 GQA head mapping', f"{SEMANTICS}#sem-2-3"),
+        ),
+        no_fix=(
+            "Which of the tensor and the argument is right is the program's to say."
+        ),
+    ),
+    "KVL507": RuleDoc(
+        what=(
+            'Reports a call with several query tokens, sparse_mode=0 and no atten_mask, in which every query '
+            "attends to every key, only where the evidence says decoder: the call's keys were written to a KV"
+            ' cache in the same step, the keys are a paged cache or a cache a probed write filled holding '
+            'more tokens than the queries (chunked prefill), or the call site also runs decode steps (one '
+            "query token). The message names the evidence. An encoder's call (a ViT, a DiT, a multimodal "
+            "encoder), whose keys are the query's own tokens and which writes no cache, is bidirectional by "
+            'design and not reported.'
+        ),
+        why=(
+            "A decoder's prefill without a causal mask lets every prompt token see the tokens after it: the "
+            "prompt's keys and values, and so every generated token, are computed from the future. The "
+            'outputs stay plausible.'
+        ),
+        bad=_PROBE_HEADER + (
+            "cache = torch.randn(4, 16, 32)  # blocks 0 and 1 hold the prompt's first chunk\n"
+            'block_table = torch.tensor([[0, 1, 2]], dtype=torch.int32)\n'
+            'chunk = torch.randn(1, 8, 64)  # the next 8 tokens of the prompt\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    chunk, cache, cache, num_heads=4, num_key_value_heads=2, scale=0.25, input_layout="BSH",\n'
+            '    block_table=block_table, block_size=16, actual_seq_lengths=[8], actual_seq_lengths_kv=[40],\n'
+            ')\n'
+        ),
+        good=_PROBE_HEADER + (
+            "cache = torch.randn(4, 16, 32)  # blocks 0 and 1 hold the prompt's first chunk\n"
+            'block_table = torch.tensor([[0, 1, 2]], dtype=torch.int32)\n'
+            'chunk = torch.randn(1, 8, 64)  # the next 8 tokens of the prompt\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    chunk, cache, cache, num_heads=4, num_key_value_heads=2, scale=0.25, input_layout="BSH",\n'
+            '    block_table=block_table, block_size=16, actual_seq_lengths=[8], actual_seq_lengths_kv=[40],\n'
+            '    sparse_mode=3, atten_mask=torch.ones(2048, 2048, dtype=torch.bool).triu(1),\n'
+            ')\n'
+        ),
+        silent=_PROBE_HEADER + (
+            'patches = torch.randn(2, 4, 196, 16)  # a ViT layer: every patch attends to every patch\n'
+            'out, _ = torch_npu.npu_fused_infer_attention_score(\n'
+            '    patches, patches, patches, num_heads=4, input_layout="BNSD", scale=0.25\n'
+            ')\n'
+        ),
+        silent_note=(
+            'Not reported: a ViT encoder layer, where every patch attends to every patch by design (no KV '
+            'cache is written, no decode step follows).'
+        ),
+        output=(
+            'kvlint-probe: example.py:7: KVL507 probe-non-causal-prefill: 8 query tokens over 40 keys with '
+            'sparse_mode=0 and no atten_mask: every query attends to the tokens after it; decoder evidence: '
+            'the keys are a paged KV cache (block_table) [npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('Reference semantics, 4.2 Geometry per sparse mode', f"{SEMANTICS}#sem-4-2"),
+            Reference(
+                'Reference semantics, 8 Bottom-right versus top-left causal alignment',
+                f"{SEMANTICS}#sem-8",
+            ),
+        ),
+        no_fix=(
+            'Only the program knows whether the call is meant to be causal; the rule is a warning.'
+        ),
+    ),
+    "KVL508": RuleDoc(
+        what=(
+            'Reports a cache write whose slots repeat within one call (npu_scatter_nd_update coordinates, '
+            "npu_scatter_pa_kv_cache slot_mapping, ATB's _npu_reshape_and_cache slot_indices, "
+            'npu_kv_rmsnorm_rope_cache index); negative slots are '
+            "padding. scatter_update's per-row starts may repeat."
+        ),
+        why=(
+            'Two tokens written to one slot in one call leave an undefined value on the device (KVC-C15, '
+            "KVC-C24): which token wins, or a mix, depends on the kernel's scheduling. It usually means two "
+            'sequences were given the same block.'
+        ),
+        bad=_PROBE_HEADER + (
+            'cache = torch.zeros(64, 32)  # a paged cache viewed as [slots, hidden]\n'
+            'slots = torch.tensor([[5], [6], [5]])  # two tokens mapped to slot 5\n'
+            'torch_npu.npu_scatter_nd_update_(cache, slots, torch.randn(3, 32))\n'
+        ),
+        good=_PROBE_HEADER + (
+            'cache = torch.zeros(64, 32)  # a paged cache viewed as [slots, hidden]\n'
+            'slots = torch.tensor([[5], [6], [7]])\n'
+            'torch_npu.npu_scatter_nd_update_(cache, slots, torch.randn(3, 32))\n'
+        ),
+        output=(
+            'kvlint-probe: example.py:6: KVL508 probe-duplicate-slots: indices repeats a slot ([5] appears 2 '
+            'times): the written value is undefined on the device [npu_scatter_nd_update_]\n'
+        ),
+        references=(
+            Reference('KVC-C15 slot_mapping must not repeat', f"{KV_CACHE}#kvc-c15"),
+            Reference('KVC-C24 index must not repeat', f"{KV_CACHE}#kvc-c24"),
+        ),
+        no_fix=(
+            "The slots come from the program's block allocator; the message names a repeated slot."
+        ),
+    ),
+    "KVL509": RuleDoc(
+        what=(
+            "Pairs each layer's cache write with the same layer's attention call in the same step and reports"
+            ' a row written for request b (at position p of its sequence) that the call does not read for b: '
+            "p is at or beyond b's KV length. Contiguous caches (scatter_update_, npu_scatter_nd_update_), "
+            "paged caches (the slot, through b's block-table row) and TND packing (the written tokens mapped "
+            'to requests by the cumulative query lengths) are covered.'
+        ),
+        why=(
+            'The classic decode off-by-one: the step writes the new token at position kv_len, then attends '
+            'with actual_seq_lengths_kv=kv_len instead of kv_len + 1, so no token ever attends to itself and '
+            "each step's keys lag one token behind. The output is plausible and wrong."
+        ),
+        bad=_decode_example("kv_len"),
+        good=_decode_example("kv_len + 1"),
+        output=(
+            "kvlint-probe: example.py:12: KVL509 probe-written-slot-not-read: batch 0's token was written at "
+            'position 1 in this step (scatter_update_ at example.py:10) but this call reads only position 0 '
+            'of batch 0 (actual_seq_lengths_kv=[1]): the token just written is not attended; the KV length '
+            'must count it (kv_len + new tokens) [npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('KVC-C5 scatter_update positions', f"{KV_CACHE}#kvc-c5"),
+            Reference('FIA-C13 per-batch lengths', f"{FIA}#fia-c13"),
+            Reference('Reference semantics, 5 Paged addressing', f"{SEMANTICS}#sem-5"),
+        ),
+        no_fix=(
+            "The lengths come from the runner; pass the lengths after this step's writes (kv_len + new "
+            'tokens).'
+        ),
+    ),
+    "KVL510": RuleDoc(
+        what=(
+            "The mirror image of KVL509: a request the step's cache write served reads rows that the write "
+            'did not fill and whose elements are all exactly 0, a zero-initialised cache row that no write '
+            'has touched since the cache was allocated. Judged only where the call certainly reads every '
+            'position below the KV length (no mask, sparse_mode 3, or one query token).'
+        ),
+        why=(
+            'Reading positions nobody wrote attends to zero keys: each adds exp(-max) to the softmax '
+            'denominator and a zero value to the output, so attention is diluted by the unwritten positions. '
+            'It comes from lengths one or more tokens too long, or from writes that landed elsewhere '
+            '(KVL505).'
+        ),
+        bad=_decode_example("kv_len + 2"),
+        good=_decode_example("kv_len + 1"),
+        output=(
+            'kvlint-probe: example.py:12: KVL510 probe-read-slot-not-written: batch 0 reads position 1 of its'
+            ' key cache, whose rows are all zero and were not written in this step: never written since the '
+            'cache was allocated; actual_seq_lengths_kv=[2] counts tokens that are not in the cache '
+            '[npu_fused_infer_attention_score]\n'
+        ),
+        references=(
+            Reference('FIA-C13 per-batch lengths', f"{FIA}#fia-c13"),
+            Reference('Reference semantics, 3.4 Padded rows, empty KV', f"{SEMANTICS}#sem-3-4"),
+        ),
+        no_fix=(
+            'The lengths come from the runner; they must count the tokens in the cache, no more.'
+        ),
+    ),
+    "KVL599": RuleDoc(
+        what=(
+            'Reports that the probe itself failed on a call: a check, the reference comparison or a '
+            'measurement raised. The message names the stage and the exception. The call itself ran and '
+            "returned normally; only the probe's judgement of it is missing."
+        ),
+        why=(
+            'Nothing is wrong with the program as far as the probe knows, but a call the probe could not '
+            'judge may hide a finding. Calls on fake or meta tensors (tracing) are not reported.'
+        ),
+        bad="",
+        good="",
+        runnable=False,
+        references=(
+            Reference("What the emulator and the probe do not enforce yet", f"{CONSTRAINTS}#known-gaps"),
+        ),
+        no_fix=(
+            "Report the message and the call's arguments to kvlint."
+        ),
     ),
 }

@@ -96,8 +96,13 @@ _TABLE: tuple[Rule, ...] = (
     Rule("KVL505", "probe-cache-write-drift", ERROR,
          "cache writes of one step land at different positions in different layers"),
     Rule("KVL506", "probe-head-shapes", ERROR, "head counts inconsistent with the tensors"),
-    Rule("KVL507", "probe-non-causal-prefill", WARNING, "a prefill with no causal masking"),
+    Rule("KVL507", "probe-non-causal-prefill", WARNING,
+         "a decoder's prefill (the evidence says so) with no causal masking"),
     Rule("KVL508", "probe-duplicate-slots", ERROR, "duplicate indices in one cache write"),
+    Rule("KVL509", "probe-written-slot-not-read", ERROR,
+         "a slot this step's cache write filled lies outside what the same layer's attention reads"),
+    Rule("KVL510", "probe-read-slot-not-written", ERROR,
+         "the attention reads cache positions that no write has filled since the cache was allocated"),
     Rule("KVL599", "probe-internal-error", WARNING, "the probe itself failed on a call"),
 )
 
@@ -106,6 +111,10 @@ FIXABLE: frozenset[str] = frozenset(rule.code for rule in _TABLE if rule.fixable
 """Codes of the rules with an autofix."""
 BY_SYMBOL: dict[str, Rule] = {rule.symbol: rule for rule in _TABLE}
 STATIC_RULES: tuple[Rule, ...] = tuple(rule for rule in _TABLE if rule.family in (0, 1, 2, 3))
+PROBE_RULES: tuple[Rule, ...] = tuple(rule for rule in _TABLE if rule.family == 5)
+"""The runtime probe's rules (``KVL5nn``): reported on live calls, documented like the static ones."""
+DOCUMENTED_RULES: tuple[Rule, ...] = _TABLE
+"""Every rule has a page under ``docs/rules/``, a row in ``kvlint --list-rules`` and ``kvlint --explain``."""
 
 
 def rule(code_or_symbol: str) -> Rule:

@@ -83,6 +83,7 @@ class Attention:
             scatter_update=scatter_update,
             npu_scatter_nd_update_=npu_scatter_nd_update_,
             npu_scatter_pa_kv_cache=npu_scatter_pa_kv_cache,
+            _npu_reshape_and_cache=_npu_reshape_and_cache,
         )
 
 
@@ -103,6 +104,15 @@ def npu_scatter_nd_update_(input, indices, updates):
 
 
 def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *, cache_mode="PA_NZ", **ignored):
-    """Token t goes to slot ``slot_mapping[t]`` of a [blocks, block_size, ...] cache."""
+    """Token t goes to slot ``slot_mapping[t]`` of a [blocks, block_size, ...] cache; a negative slot is
+    padding and skipped, as in ATB's reshape_and_cache (KVC-C32)."""
+    kept = slot_mapping >= 0
     for tokens, cache in ((key, key_cache), (value, value_cache)):
-        cache.view(-1, *cache.shape[2:])[slot_mapping.long()] = tokens.reshape(tokens.shape[0], *cache.shape[2:])
+        rows = tokens.reshape(tokens.shape[0], *cache.shape[2:])[kept]
+        cache.view(-1, *cache.shape[2:])[slot_mapping[kept].long()] = rows
+
+
+def _npu_reshape_and_cache(key, value, key_cache, value_cache, slot_indices):
+    """ATB's write, the ND semantics of its public golden (KVC-C32): ``npu_scatter_pa_kv_cache`` with
+    ``cache_mode="Norm"``."""
+    npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_indices, cache_mode="Norm")

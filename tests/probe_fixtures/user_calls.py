@@ -94,8 +94,12 @@ def bad_head_shapes(torch_npu):
 
 
 def bad_non_causal_prefill(torch_npu):
-    q, k, v = qkv()
-    return torch_npu.npu_fused_infer_attention_score(q, k, v, **causal(sparse_mode=0, atten_mask=None))  # noqa: E501  # KVL507
+    """A decoder's prefill: the prompt's keys go into the KV cache, then attention over it has no mask."""
+    q, k, v = qkv(skv=SQ)
+    k_cache, v_cache = torch.zeros(B, NKV, SKV, D), torch.zeros(B, NKV, SKV, D)
+    torch_npu.scatter_update_(k_cache, torch.tensor([0, 0]), k, -2)
+    torch_npu.scatter_update_(v_cache, torch.tensor([0, 0]), v, -2)
+    return torch_npu.npu_fused_infer_attention_score(q, k_cache, v_cache, **causal(sparse_mode=0, atten_mask=None, actual_seq_lengths_kv=[SQ, SQ]))  # noqa: E501  # KVL507
 
 
 def bad_duplicate_slots(torch_npu):

@@ -20,6 +20,7 @@ scatter_update_ = _ops.scatter_update_
 scatter_update = _ops.scatter_update
 npu_scatter_nd_update_ = _ops.npu_scatter_nd_update_
 npu_scatter_pa_kv_cache = _ops.npu_scatter_pa_kv_cache
+_npu_reshape_and_cache = _ops._npu_reshape_and_cache
 
 
 def attention_helper(*args, **kwargs):
