@@ -36,6 +36,8 @@ from flake8.main.cli import main
 sys.exit(main())
 """
 NOTHING = "no-such-distribution"
+DISTRIBUTION = "kvlint-ascend"
+"""kvlint's distribution name (setup.cfg), which the baseline hides."""
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", help="corpus folder to build in (default: a new temporary folder)")
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     py = harness.python()
     common = ["--format=%(path)s:%(row)d:%(col)d: %(code)s", str(package.name)]
     commands = {
-        "flake8 (kvlint not registered)": [py, "-c", LAUNCHER, "kvlint", *common],
+        "flake8 (kvlint not registered)": [py, "-c", LAUNCHER, DISTRIBUTION, *common],
         "flake8 (KVL plugin registered)": [py, "-c", LAUNCHER, NOTHING, *common],
     }
     cwd = package.parent

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-PACKAGES = ("kvlint", "astroid", "pylint", "flake8", "pyflakes", "pycodestyle", "hypothesis", "torch")
+PACKAGES = ("kvlint-ascend", "astroid", "pylint", "flake8", "pyflakes", "pycodestyle", "hypothesis", "torch")
 
 
 @dataclass

@@ -21,6 +21,7 @@ from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import NONE, is_self, qualified_names
+from kvlint.analysis.walk import nodes_of
 from kvlint.catalogue.operators import ARGUMENTS_OF, NAMESPACES, OPERATORS, Operator, lookup
 
 ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
@@ -133,7 +134,7 @@ def keyword_dict(expr: nodes.NodeNG, call: nodes.Call) -> dict[str, Argument] | 
     ) else None
     if keywords is None:
         return None
-    for use in scope.nodes_of_class(nodes.Name):
+    for use in nodes_of(scope, nodes.Name):
         if use.name != expr.name or use is expr or not (statement.lineno < use.lineno <= call.lineno):
             continue
         added = _keys_added(use)

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 
 from astroid import nodes
 
+from kvlint.analysis.memo import tree_cache
+from kvlint.analysis.walk import nodes_of
+
 Key = tuple[nodes.NodeNG, str]
 """A branch condition: its frame and its source text."""
 
@@ -169,13 +172,19 @@ def condition(test: nodes.NodeNG) -> tuple[Key, bool]:
     return (test.frame(), test.as_string()), True
 
 
+_REACHING: dict[tuple[str, nodes.NodeNG, Path], list[tuple[Definition, Path]]] = tree_cache()
+"""The rules and the value follower ask for the same name at the same statement many times over (every
+call site of a function, every argument that reads ``self.scale``)."""
+
+
 def reaching_definitions(name: str, use: nodes.NodeNG, path: Path = EMPTY) -> list[tuple[Definition, Path]]:
     """The definitions of ``name`` that reach ``use``, each with the path on which it does."""
     statement = use.statement()
-    results = _before(name, statement, path)
-    if len(results) > MAX_PATHS:
-        return [(UNKNOWN, path)]
-    return results
+    key = (name, statement, path)
+    if key not in _REACHING:
+        results = _before(name, statement, path)
+        _REACHING[key] = [(UNKNOWN, path)] if len(results) > MAX_PATHS else results
+    return list(_REACHING[key])
 
 
 def _before(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
@@ -225,7 +234,7 @@ def _search_statement(name: str, statement: nodes.NodeNG, path: Path) -> list[tu
     if mutated_name(statement) == name:
         return [(statement, path)]
     if isinstance(statement, (nodes.Assign, nodes.AnnAssign)):
-        targets = [n for n in statement.nodes_of_class((nodes.AssignName, nodes.AssignAttr)) if target_name(n) == name]
+        targets = [n for n in nodes_of(statement, (nodes.AssignName, nodes.AssignAttr)) if target_name(n) == name]
         assigned = [t for t in targets if t.parent is statement or isinstance(t.parent, (nodes.Tuple, nodes.List))]
         return [(assigned[-1] if len(assigned) == len(targets) else UNKNOWN, path)]
     if isinstance(statement, nodes.With) and not any(
@@ -365,4 +374,4 @@ def _bound_in_block(block: list[nodes.NodeNG]) -> frozenset[str]:
 
 
 def _names_in(target: nodes.NodeNG) -> frozenset[str]:
-    return frozenset(n.name for n in target.nodes_of_class(nodes.AssignName))
+    return frozenset(n.name for n in nodes_of(target, nodes.AssignName))

@@ -15,6 +15,7 @@ from kvlint.analysis.axes import roles, split
 from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
 from kvlint.analysis.flow import CALLER, OUTER, Caller, Param, Path, condition, mutated_name, reaching_definitions
+from kvlint.analysis.memo import tree_cache
 from kvlint.analysis.names import (
     called_function,
     decorator_names,
@@ -24,6 +25,7 @@ from kvlint.analysis.names import (
     self_assignments,
 )
 from kvlint.analysis.tensor_semantics import as_tensor, changed_in_place, combine
+from kvlint.analysis.walk import nodes_of
 
 # Names ------------------------------------------------------------------------------------------------
 
@@ -48,7 +50,7 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
     return _observed(name, use, {definition for definition, _ in reaching}, alts)
 
 
-_UNPACKINGS: weakref.WeakKeyDictionary[nodes.NodeNG, dict[str, list[nodes.Assign]]] = weakref.WeakKeyDictionary()
+_UNPACKINGS: dict[nodes.NodeNG, dict[str, list[nodes.Assign]]] = tree_cache()
 
 
 def _observed(name: str, use: nodes.NodeNG, reaching: set[object], alts: list[Alt]) -> list[Alt]:
@@ -57,7 +59,7 @@ def _observed(name: str, use: nodes.NodeNG, reaching: set[object], alts: list[Al
     frame = use.frame()
     if frame not in _UNPACKINGS:
         found: dict[str, list[nodes.Assign]] = {}
-        for statement in frame.nodes_of_class(nodes.Assign):
+        for statement in nodes_of(frame, nodes.Assign):
             target, value = statement.targets[0], statement.value
             if isinstance(value, nodes.Call) and not value.args and not value.keywords:
                 value = value.func if isinstance(value.func, nodes.Attribute) and value.func.attrname == "size" else None
@@ -127,7 +129,7 @@ def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
     """Every ``if`` (statement or expression) of the frame on condition ``text`` comes after ``line``."""
     if frame not in _TESTS:
         lines: dict[str, list[int]] = {}
-        for branch in frame.nodes_of_class((nodes.If, nodes.IfExp)):
+        for branch in nodes_of(frame, (nodes.If, nodes.IfExp)):
             lines.setdefault(condition(branch.test)[0][1], []).append(branch.lineno or 0)
         _TESTS[frame] = lines
     tested = _TESTS[frame].get(text, [])
@@ -257,7 +259,7 @@ _GLOBALS: weakref.WeakKeyDictionary[nodes.Module, frozenset[str]] = weakref.Weak
 def _global_names(module: nodes.Module) -> frozenset[str]:
     """Names some function rebinds with ``global``: their module value is not a constant."""
     if module not in _GLOBALS:
-        _GLOBALS[module] = frozenset(n for g in module.nodes_of_class(nodes.Global) for n in g.names)
+        _GLOBALS[module] = frozenset(n for g in nodes_of(module, nodes.Global) for n in g.names)
     return _GLOBALS[module]
 
 
@@ -309,9 +311,7 @@ def _annotation_only(binding: nodes.NodeNG) -> bool:
 # Same-module functions --------------------------------------------------------------------------------
 
 
-_CALLERS: weakref.WeakKeyDictionary[nodes.Module, dict[nodes.FunctionDef, list[nodes.Call]]] = (
-    weakref.WeakKeyDictionary()
-)
+_CALLERS: dict[nodes.Module, dict[nodes.FunctionDef, list[nodes.Call]]] = tree_cache()
 
 
 def callers(function: nodes.FunctionDef) -> list[nodes.Call]:
@@ -319,7 +319,7 @@ def callers(function: nodes.FunctionDef) -> list[nodes.Call]:
     module = function.root()
     if module not in _CALLERS:
         index: dict[nodes.FunctionDef, list[nodes.Call]] = {}
-        for call in module.nodes_of_class(nodes.Call):
+        for call in nodes_of(module, nodes.Call):
             target = called_function(call)
             if target is not None:
                 index.setdefault(target, []).append(call)
@@ -360,7 +360,7 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
     bound = {name: (expr, context) for name, expr in arguments.items()}
     inner = replace(context, bindings=context.bindings + ((function, bound),), hops=context.hops + 1)
     alts: list[Alt] = []
-    returns = [r for r in function.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+    returns = [r for r in nodes_of(function, nodes.Return, skip=(nodes.FunctionDef, nodes.Lambda))
                if r.frame() is function]
     if not any(r.value is not None for r in returns):
         return [Alt(UNKNOWN_VALUE, path)]

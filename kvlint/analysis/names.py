@@ -21,6 +21,8 @@ import weakref
 from astroid import nodes
 
 from kvlint.analysis.flow import OUTER, UNKNOWN, Param, reaching_definitions
+from kvlint.analysis.memo import tree_cache
+from kvlint.analysis.walk import nodes_of
 
 NONE = "None"
 """The alternative of an expression that is the constant None."""
@@ -143,7 +145,7 @@ def _call_names(call: nodes.Call, depth: int, active: frozenset[int]) -> _Names:
     function = called_function(call)
     if function is None or function.is_generator():
         return None
-    returns = [r for r in function.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+    returns = [r for r in nodes_of(function, nodes.Return, skip=(nodes.FunctionDef, nodes.Lambda))
                if r.frame() is function]
     found: set[str] = {NONE}
     for statement in returns:
@@ -245,7 +247,7 @@ def _class_values(cls: nodes.ClassDef, attribute: str, seen: frozenset[int]) -> 
     for defined in cls.locals.get(attribute, []):
         statement = defined.parent
         if isinstance(defined, nodes.FunctionDef) and is_property(defined):
-            returns = defined.nodes_of_class(nodes.Return, skip_klass=(nodes.FunctionDef, nodes.Lambda))
+            returns = nodes_of(defined, nodes.Return, skip=(nodes.FunctionDef, nodes.Lambda))
             values += [r.value for r in returns if r.frame() is defined and r.value is not None]
         elif isinstance(statement, nodes.AnnAssign) and statement.value is None:
             continue  # ``x: T`` declares the attribute without giving it a value
@@ -277,9 +279,7 @@ def _module_bases(cls: nodes.ClassDef) -> list[nodes.ClassDef]:
     return found
 
 
-_SELF_ASSIGNMENTS: weakref.WeakKeyDictionary[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = (
-    weakref.WeakKeyDictionary()
-)
+_SELF_ASSIGNMENTS: dict[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = tree_cache()
 
 
 def self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG | None]]:
@@ -290,7 +290,7 @@ def self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG | None]
         return _SELF_ASSIGNMENTS[cls]
     found: dict[str, list[nodes.NodeNG | None]] = {}
     for method in cls.mymethods():
-        for target in method.nodes_of_class(nodes.AssignAttr):
+        for target in nodes_of(method, nodes.AssignAttr):
             if not is_self(target.expr):
                 continue
             statement = target.parent
@@ -298,7 +298,7 @@ def self_assignments(cls: nodes.ClassDef) -> dict[str, list[nodes.NodeNG | None]
                 not isinstance(statement, nodes.Assign) or any(t is target for t in statement.targets)
             )
             found.setdefault(target.attrname, []).append(statement.value if plain else None)
-        for call in method.nodes_of_class(nodes.Call):
+        for call in nodes_of(method, nodes.Call):
             func = call.func
             if (isinstance(func, nodes.Attribute) and func.attrname == "register_buffer" and is_self(func.expr)
                     and call.args and isinstance(call.args[0], nodes.Const) and isinstance(call.args[0].value, str)):

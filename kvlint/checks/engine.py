@@ -13,27 +13,32 @@ from astroid.exceptions import AstroidSyntaxError
 
 from kvlint.analysis.callsite import call_site
 from kvlint.analysis.finding import Finding, Issue
+from kvlint.analysis.memo import forget
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings, may_have_findings
+from kvlint.analysis.walk import nodes_of
 from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
 from kvlint.checks.signature import alias_issue
 
 
 def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
     """Every finding in an astroid module, sorted by position."""
-    issues: list[Issue] = []
-    for call in module.nodes_of_class(nodes.Call):
-        found = call_site(call, settings.extra_fa_wrappers)
-        if found is None:
-            continue
-        site, alias = found
-        if alias:
-            issues.append(alias_issue(site))
-            continue
-        for check in CALL_CHECKS:
-            issues.extend(check(site))
-    for module_check in MODULE_CHECKS:
-        issues.extend(module_check(module, settings))
-    return sorted({issue.at(path) for issue in issues})
+    try:
+        issues: list[Issue] = []
+        for call in nodes_of(module, nodes.Call):
+            found = call_site(call, settings.extra_fa_wrappers)
+            if found is None:
+                continue
+            site, alias = found
+            if alias:
+                issues.append(alias_issue(site))
+                continue
+            for check in CALL_CHECKS:
+                issues.extend(check(site))
+        for module_check in MODULE_CHECKS:
+            issues.extend(module_check(module, settings))
+        return sorted({issue.at(path) for issue in issues})
+    finally:
+        forget()
 
 
 class Unanalysable(Exception):

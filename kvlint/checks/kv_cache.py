@@ -21,6 +21,7 @@ from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.query_length import SEVERAL, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.analysis.shape_tests import computes_no_numbers
+from kvlint.analysis.walk import nodes_of
 from kvlint.catalogue.operators import (
     IFA,
     IN_PLACE_FORM,
@@ -152,7 +153,7 @@ def check_block_size_invalid(site: CallSite) -> Iterator[Issue]:
 
 
 def _never_read(name: str, frame: nodes.NodeNG) -> bool:
-    return not any(use.name == name for use in frame.nodes_of_class(nodes.Name))
+    return not any(use.name == name for use in nodes_of(frame, nodes.Name))
 
 
 def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:
@@ -217,7 +218,7 @@ def _unpacking_targets(site: CallSite) -> Iterator[nodes.Tuple | nodes.List]:
         return
     if not isinstance(target, nodes.AssignName):
         return
-    for statement in site.call.frame().nodes_of_class(nodes.Assign):
+    for statement in nodes_of(site.call.frame(), nodes.Assign):
         value = statement.value
         if not (isinstance(value, nodes.Name) and value.name == target.name and len(statement.targets) == 1
                 and isinstance(statement.targets[0], (nodes.Tuple, nodes.List))):
@@ -271,7 +272,7 @@ def forward_path(cls: nodes.ClassDef) -> list[nodes.FunctionDef]:
     forward = cls.locals.get("forward", [])
     found = [f for f in forward if isinstance(f, nodes.FunctionDef)][:1]
     for method in found:
-        for call in method.nodes_of_class(nodes.Call):
+        for call in nodes_of(method, nodes.Call):
             func = call.func
             if isinstance(func, nodes.Attribute) and isinstance(func.expr, nodes.Name) and func.expr.name == "self":
                 called = [m for m in cls.locals.get(func.attrname, []) if isinstance(m, nodes.FunctionDef)]
@@ -351,8 +352,8 @@ def _parameter_only_augmented(name: nodes.Name | nodes.AssignName) -> bool:
 def _derived_from_itself(target: nodes.NodeNG, value: nodes.NodeNG) -> bool:
     text = target.as_string()
     return isinstance(value, nodes.BinOp) and any(
-        isinstance(n, (nodes.Attribute, nodes.Name)) and n.as_string() == text for n in value.nodes_of_class(
-            (nodes.Attribute, nodes.Name))
+        isinstance(n, (nodes.Attribute, nodes.Name)) and n.as_string() == text
+        for n in nodes_of(value, (nodes.Attribute, nodes.Name))
     )
 
 
@@ -382,13 +383,13 @@ def _layer_loops(method: nodes.FunctionDef) -> list[nodes.For]:
     """Loops that run sub-layers: ``for layer in self.layers: h = layer(h, ...)`` (also through
     ``enumerate`` / ``zip``). A forward with such a loop is a model's, which may advance lengths after it."""
     loops = []
-    for loop in method.nodes_of_class(nodes.For):
-        attributes = loop.iter.nodes_of_class(nodes.Attribute)
+    for loop in nodes_of(method, nodes.For):
+        attributes = nodes_of(loop.iter, nodes.Attribute)
         if not any(isinstance(n, nodes.Attribute) and is_self(n.expr) for n in attributes):
             continue
-        targets = {n.name for n in loop.target.nodes_of_class(nodes.AssignName)}
+        targets = {n.name for n in nodes_of(loop.target, nodes.AssignName)}
         if any(isinstance(call.func, nodes.Name) and call.func.name in targets
-               for call in loop.nodes_of_class(nodes.Call)):
+               for call in nodes_of(loop, nodes.Call)):
             loops.append(loop)
     return loops
 
@@ -403,7 +404,7 @@ def check_kv_len_mutated_in_layer(module: nodes.Module, settings: Settings) -> I
     different length, so every layer writes its cache one slot further than the one before. A model's
     forward that loops over its layers is the runner's place too, except inside that loop."""
     tracked = _Tracked(frozenset(settings.kv_len_names))
-    for cls in module.nodes_of_class(nodes.ClassDef):
+    for cls in nodes_of(module, nodes.ClassDef):
         if not is_nn_module(cls):
             continue
         for method in forward_path(cls):

@@ -21,6 +21,7 @@ from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
+from kvlint.analysis.walk import nodes_of
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
@@ -236,7 +237,7 @@ def _documented_unused(function: nodes.FunctionDef, name: str) -> bool:
 
 def _reads(function: nodes.FunctionDef, name: str) -> bool:
     """The function body reads the name (nested functions included) or deletes it on purpose (``del mask``)."""
-    return any(node.name == name for node in function.nodes_of_class((nodes.Name, nodes.DelName)))
+    return any(node.name == name for node in nodes_of(function, (nodes.Name, nodes.DelName)))
 
 
 def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
@@ -312,11 +313,9 @@ def check_sdpa_causal_over_cache(module: nodes.Module, settings: Settings) -> It
     """KVL206 (SDPA): ``scaled_dot_product_attention(..., is_causal=True)`` is top-left aligned; with a key
     or value that is a cache (concatenated with past keys, or named like one) the new queries miss the
     cache. Build a bottom-right mask (``torch.nn.attention.bias.causal_lower_right``)."""
-    for call in module.nodes_of_class(nodes.Call):
-        if qualified_name(call.func) not in SDPA:
-            continue
+    for call in nodes_of(module, nodes.Call):
         causal = _sdpa_argument(call, "is_causal")
-        if causal is None:
+        if causal is None or qualified_name(call.func) not in SDPA:
             continue
         causal_value = causal.value if isinstance(causal, nodes.Keyword) else causal
         for alt in values(causal_value, EMPTY):

@@ -16,6 +16,7 @@ from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.names import NONE, qualified_names
 from kvlint.analysis.settings import Settings
+from kvlint.analysis.walk import nodes_of
 from kvlint.catalogue import operator_names
 from kvlint.catalogue.operators import (
     FA,
@@ -127,7 +128,7 @@ def check_unknown_operator(module: nodes.Module, settings: Settings) -> Iterator
     misspelling of one there; a name that only adds words to a known one may be a project's own operator
     mounted at run time, and code that tests for the name or handles its absence is left alone."""
     spelled: frozenset[str] | None = None
-    for node in module.nodes_of_class((nodes.Attribute, nodes.ImportFrom)):
+    for node in nodes_of(module, (nodes.Attribute, nodes.ImportFrom)):
         for name, namespace in _operator_references(node):
             spelled = _strings_and_assigned_attributes(module) if spelled is None else spelled
             if name in spelled or _handles_absence(node):
@@ -202,8 +203,8 @@ def _letters_off(name: str, candidate: str) -> int:
 def _strings_and_assigned_attributes(module: nodes.Module) -> frozenset[str]:
     """Names the file itself spells as a string (``hasattr(torch_npu, "npu_x")``, ``mock.patch``) or assigns
     as an attribute (``torch_npu.npu_x = torch.ops.custom.npu_x``): the file knows the name may be missing."""
-    found = {node.attrname for node in module.nodes_of_class(nodes.AssignAttr)}
-    for const in module.nodes_of_class(nodes.Const):
+    found = {node.attrname for node in nodes_of(module, nodes.AssignAttr)}
+    for const in nodes_of(module, nodes.Const):
         if isinstance(const.value, str) and len(const.value) < 200:
             found.add(const.value.rpartition(".")[2])
     return frozenset(found)

@@ -5,7 +5,8 @@
 - ``flake8_plugin``: the ``KVL`` flake8 extension;
 - ``pylint_reporters``: the SARIF reporter for pylint (public as ``kvlint.reporters``); the pylint checkers
   themselves are ``kvlint.checkers``;
-- ``config`` and ``suppression``: configuration files and suppression comments, shared by all three.
+- ``config`` and ``suppression``: configuration files and suppression comments, shared by all three;
+- ``heap``: astroid's bootstrap frozen out of the garbage collector in the processes flake8 and the CLI own.
 
 Imports: everything below (catalogue, analysis, checks, fix). Nothing below imports a front-end.
 """

@@ -17,6 +17,7 @@ from kvlint.analysis.settings import Settings
 from kvlint.catalogue.rules import FIXABLE
 from kvlint.console import quiet_on_broken_pipe
 from kvlint.frontends.config import Config, ConfigError, check_code, find_config, load_config
+from kvlint.frontends.heap import freeze_astroid_bootstrap
 from kvlint.frontends.output import FIXABLE_MARK, FORMATS, SourceLines, format_text, in_characters, render, statistics
 from kvlint.frontends.runner import (
     DEFAULT_PATTERNS,
@@ -178,6 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return quiet_on_broken_pipe(lambda: _main(argv))
 
 
+def _lint_own_process(path: str, settings: Settings) -> FileResult:
+    """``lint_file`` in a process the command owns (itself or a ``-j`` worker): astroid's bootstrap is
+    frozen out of the garbage collector once built (``kvlint.frontends.heap``)."""
+    result = lint_file(path, settings)
+    freeze_astroid_bootstrap()
+    return result
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.list_rules or args.explain:
@@ -205,7 +214,7 @@ def _main(argv: Sequence[str] | None) -> int:
     files = list(discover([p for p in paths if p != STDIN], exclusion, args.force_exclude))
     if not files and STDIN not in paths:
         print("kvlint: warning: no Python files found", file=sys.stderr)
-    results += lint_files(files, settings, args.jobs)
+    results += lint_files(files, settings, args.jobs, _lint_own_process)
     return _report(args, results, keep, settings, lines, sources)
 
 

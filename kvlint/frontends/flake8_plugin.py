@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gc
 import sys
 from collections.abc import Callable, Iterator, Sequence
-
-from astroid import MANAGER
 
 from kvlint import __version__
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
 from kvlint.checks.engine import Unanalysable, lint_source
 from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
+from kvlint.frontends.heap import freeze_astroid_bootstrap
 from kvlint.frontends.suppression import read_suppressions, warn_about
 
 
@@ -41,25 +39,6 @@ def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str]
 
     convert.__name__ = option.lstrip("-")
     return convert
-
-
-_heap_frozen = False
-
-
-def _freeze_astroid_bootstrap() -> None:
-    """Once per flake8 process, after astroid has built its ``builtins`` module, take the objects alive now
-    out of the garbage collector's generations (``gc.collect()`` first, so no garbage is frozen).
-
-    astroid's builtins are about 95,000 long-lived objects; without this, every full collection of flake8's
-    own garbage walks them again, which was most of the plugin's overhead (flake8 1.09-1.11x without,
-    1.03x with; benchmarks/RESULTS.md). Done here, in flake8's process, and not in the engine, so that a
-    program using kvlint as a library keeps its heap as it is.
-    """
-    global _heap_frozen
-    if not _heap_frozen and "builtins" in MANAGER.astroid_cache:
-        gc.collect()
-        gc.freeze()
-        _heap_frozen = True
 
 
 class Plugin:
@@ -102,7 +81,7 @@ class Plugin:
         except Unanalysable as skipped:
             print(f"kvlint: warning: {skipped}", file=sys.stderr)
             return
-        _freeze_astroid_bootstrap()
+        freeze_astroid_bootstrap()
         if findings or "kvlint:" in source.lower():
             suppressions = read_suppressions(source)
             for warning in warn_about(self.filename, suppressions):

@@ -11,7 +11,7 @@ import io
 import os
 import stat
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -206,8 +206,11 @@ def run(paths: Sequence[str], settings: Settings = DEFAULT_SETTINGS, jobs: int =
     return lint_files(files, settings, jobs)
 
 
-def lint_files(files: Sequence[str], settings: Settings = DEFAULT_SETTINGS, jobs: int = 1) -> list[FileResult]:
+def lint_files(files: Sequence[str], settings: Settings = DEFAULT_SETTINGS, jobs: int = 1,
+               lint: Callable[[str, Settings], FileResult] = lint_file) -> list[FileResult]:
+    """``lint`` (``lint_file`` or a front-end's wrapper of it, a module-level function for the ``-j``
+    workers) over the files, in order."""
     if jobs > 1 and len(files) > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(lint_file, files, [settings] * len(files), chunksize=8))
-    return [lint_file(path, settings) for path in files]
+            return list(pool.map(lint, files, [settings] * len(files), chunksize=8))
+    return [lint(path, settings) for path in files]

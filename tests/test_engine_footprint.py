@@ -1,0 +1,52 @@
+"""What linting many files leaves behind: the engine's caches of facts about a tree live as long as that
+tree's analysis (``kvlint.analysis.memo``), and the one walk per module answers exactly what astroid's
+``nodes_of_class`` would (``kvlint.analysis.walk``).
+
+Before, caches keyed weakly by nodes held nodes of the same tree in their values, so every tree linted stayed
+in memory; on 1,390 operator files the process grew to twice its size and the garbage collector walked the
+dead trees again at every full collection (benchmarks/RESULTS.md, issue 17).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from astroid import nodes
+
+from kvlint.analysis.walk import nodes_of
+from kvlint.checks.engine import build_tree, lint_source
+from tests.fixture_files import fixture_files
+
+FLAGGED = [path for path in fixture_files() if path.name.startswith("flagged_") and path.parent.name != "KVL000"]
+
+
+def _trees_alive(prefix: str) -> int:
+    return sum(1 for o in gc.get_objects() if type(o) is nodes.Module and (o.file or "").startswith(prefix))
+
+
+def test_linting_more_files_keeps_no_more_trees() -> None:
+    """The fixtures linted three times over under new names: the trees alive afterwards are the few astroid
+    itself keeps (its class-level object models remember the last node they described), as many after the
+    third round as after the first, and fewer than one round's files (before: 20, 33, 46 of 46)."""
+    sources = [path.read_bytes().decode("utf-8", "replace") for path in FLAGGED]
+    alive = []
+    for round_ in range(3):
+        for index, source in enumerate(sources):
+            lint_source(source, f"/kvlint-footprint/{round_}/{index}.py")
+        gc.collect()
+        alive.append(_trees_alive("/kvlint-footprint/"))
+    assert alive[2] <= alive[0] < len(sources) / 4
+
+
+@pytest.mark.parametrize("path", FLAGGED[::4], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_walk_answers_what_astroid_does(path) -> None:
+    """Same nodes, same order, for the whole module and for every function and class below it, with and
+    without the classes a walk must not enter."""
+    module = build_tree(path.read_bytes().decode("utf-8", "replace"), str(path))
+    questions = [(nodes.Call, None), ((nodes.Name, nodes.Attribute), None), (nodes.Assign, None),
+                 (nodes.Return, (nodes.FunctionDef, nodes.Lambda)), ((nodes.If, nodes.IfExp), (nodes.ClassDef,))]
+    for root in [module, *module.nodes_of_class((nodes.FunctionDef, nodes.ClassDef, nodes.If))]:
+        for classes, skip in questions:
+            assert [id(n) for n in nodes_of(root, classes, skip)] == [
+                id(n) for n in root.nodes_of_class(classes, skip)]
