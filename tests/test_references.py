@@ -19,11 +19,8 @@ from tests.conftest import ROOT
 
 SKIPPED = {".git", ".venv", "build", "dist", "__pycache__", ".hypothesis", ".pytest_cache", "node_modules"}
 TEXT_SUFFIXES = {".py", ".pyi", ".md", ".cfg", ".toml", ".yaml", ".yml", ".txt", ".ini", ""}
-PRIVATE = re.compile("|".join([
-    r"shared/reference", r"torch_npu_ops\.md", r"reference_semantics\.md", r"more_operators\.md",
-    r"bug_reports\.md", r"linter_conventions\.md",
-]))
-"""The team's private notes: a user or a new contributor does not have them."""
+RELATIVE_PATH = re.compile(r"(?<![\w/.-])((?:\.\./)+[\w-][\w./-]*)")
+"""A path relative to the file that names it (``../rules/KVL201.md``): it must stay inside the project."""
 ANCHOR_PREFIXES = "fia|ifa|pfa|fa|kvc|dsp|sem|atb|smla|gap"
 DOCS_PATH = re.compile(r"(?<![\w/.-])(docs/[\w/.-]+\.md)(?:#([\w-]+))?")
 BARE_ANCHOR = re.compile(rf"(?<![\w/.#-])#((?:{ANCHOR_PREFIXES})-[a-z0-9-]+)\b")
@@ -91,11 +88,27 @@ def test_the_check_sees_the_places_that_cite() -> None:
     assert not any((ROOT / folder).exists() for folder in UPSTREAM_DOCS)
 
 
+def _problems_outside_the_project(where: str, text: str, folder: Path, names_pages: bool = True) -> list[str]:
+    """Markdown names the repository has no page of (not judged in the contract's own pages, which name the
+    upstream documentation files they quote) and relative paths that leave it or lead nowhere: the material
+    a user or a new contributor does not have."""
+    markdown_names = {p.name for p in MARKDOWN}
+    problems = [f"{where}: names {name}, which the repository does not have"
+                for name in MD_NAME.findall(text) if names_pages and name not in markdown_names]
+    for relative in RELATIVE_PATH.findall(text):
+        # code describes links from the pages it renders (docs/rules/) as well as its own folder
+        targets = [(base / relative.rstrip(".")).resolve() for base in (folder, ROOT / "docs" / "rules")]
+        if not any(t.is_relative_to(ROOT) and t.exists() for t in targets):
+            problems.append(f"{where}: {relative} is not a file of the repository")
+    return problems
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_nothing_cites_the_private_reference_material(path: Path) -> None:
+def test_nothing_cites_material_outside_the_project(path: Path) -> None:
     if path == Path(__file__):
         return
-    assert not PRIVATE.findall(_text(path)), f"{path.relative_to(ROOT)} cites files users do not have"
+    assert not _problems_outside_the_project(str(path.relative_to(ROOT)), _text(path), path.parent,
+                                             names_pages=path.suffix != ".md")
 
 
 @pytest.mark.parametrize("path", CODE, ids=lambda p: str(p.relative_to(ROOT)))
@@ -104,9 +117,6 @@ def test_docs_paths_and_anchors_in_code_exist(path: Path) -> None:
     where = str(path.relative_to(ROOT))
     problems = _problems_of_docs_paths(where, text)
     problems += [f"{where}: no docs page defines #{a}" for a in BARE_ANCHOR.findall(text) if a not in ALL_DOC_ANCHORS]
-    markdown_names = {p.name for p in MARKDOWN}
-    problems += [f"{where}: names {name}, which the repository does not have"
-                 for name in MD_NAME.findall(text) if name not in markdown_names]
     assert not problems
 
 
@@ -129,7 +139,7 @@ def test_markdown_links_lead_to_files_and_anchors_that_exist(path: Path) -> None
 @pytest.mark.parametrize("entry", STATIC_RULES, ids=lambda r: r.code)
 def test_explained_pages_name_paths_and_anchors_that_exist(entry) -> None:
     page = explain(entry.code)
-    assert not PRIVATE.findall(page)
+    assert not _problems_outside_the_project(f"kvlint --explain {entry.code}", page, ROOT / "docs" / "rules")
     assert not _problems_of_docs_paths(f"kvlint --explain {entry.code}", page)
 
 
@@ -141,3 +151,11 @@ def test_the_check_catches_a_missing_file_and_a_missing_anchor() -> None:
         "t: docs/operators/no_such_page.md does not exist",
     ]
     assert BARE_ANCHOR.findall("(#fia-c20 and #sem-d2; not x#fia-c1)") == ["fia-c20", "sem-d2"]
+
+
+def test_the_check_catches_material_outside_the_project() -> None:
+    text = "see ../rules/KVL201.md, ../../../notes/private.md and team_notes.md"
+    assert _problems_outside_the_project("t", text, ROOT / "docs" / "operators") == [
+        "t: names team_notes.md, which the repository does not have",
+        "t: ../../../notes/private.md is not a file of the repository",
+    ]
