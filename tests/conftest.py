@@ -11,6 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+os.environ.setdefault("TORCHINDUCTOR_ERROR_ON_CUSTOM_OP_ALIASING", "1")
+"""torch.compile raises on a custom operator whose output aliases its input, as it does wherever ``CI`` is
+set, instead of warning: the tests (and the programs they start) behave on a laptop as in CI."""
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _run_from_repository_root() -> None:

@@ -53,6 +53,24 @@ def test_npu_backend_compiles_a_step_with_emulated_operators(torch_npu: types.Mo
     assert torch.equal(compiled_cache, eager_cache) and torch.count_nonzero(eager_cache) > 0
 
 
+def test_rotary_pos_emb_compiles_and_still_writes_query_and_key(torch_npu: types.ModuleType) -> None:
+    """``npu_apply_rotary_pos_emb`` returns its own inputs, which torch forbids a compiled custom operator when
+    ``CI`` is set (the tests force that check on): compiled, it still rotates query and key in place."""
+    import torchair
+
+    def rotate(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k = torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin, layout="TND")
+        return q.sum(-1) + k.sum(-1)
+
+    compiled = torch.compile(rotate, backend=torchair.get_npu_backend(), fullgraph=True)
+    q, k, cos, sin = torch.randn(5, 2, 8), torch.randn(5, 1, 8), torch.randn(5, 1, 8), torch.randn(5, 1, 8)
+    original_q, eager_q, eager_k = q.clone(), q.clone(), k.clone()
+    want = rotate(eager_q, eager_k, cos, sin)
+    assert torch.allclose(compiled(q, k, cos, sin), want)
+    assert not torch.equal(eager_q, original_q)
+    assert torch.allclose(q, eager_q) and torch.allclose(k, eager_k)
+
+
 def test_torchair_attention_takes_tensor_lengths(torch_npu: types.ModuleType) -> None:
     import torchair as tng
 

@@ -92,6 +92,10 @@ def _register() -> dict[str, torch.library.Library]:
     for op in operators.OVERLOADS.values():
         library = libraries[op.namespace]
         library.define(op.schema)
+        in_place = rope.IN_PLACE.get(op.name)
+        if in_place is not None:
+            library.impl(op.qualified, in_place, "CompositeImplicitAutograd")
+            continue
         kernel, fake = _kernels(op)
         library.impl(op.qualified, kernel, "CPU")
         functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)
