@@ -47,9 +47,11 @@ SIZE_DEPTH = 6
 FINFO = "torch.finfo()"
 """The qualname standing for what ``torch.finfo(...)`` returns: its ``.min`` is a large negative."""
 _PRESERVING_METHODS = frozenset({
-    "contiguous", "clone", "detach", "pin_memory", "requires_grad_", "narrow", "tolist", "numpy",
-    "index_select", "select", "to_dense", "share_memory_",
+    "contiguous", "clone", "detach", "pin_memory", "requires_grad_", "narrow", "index_select", "select",
+    "to_dense", "share_memory_",
 })
+_HOST_METHODS = frozenset({"tolist", "numpy"})
+"""Methods giving the same numbers on the host, no longer a tensor: a list, or a numpy array."""
 _REORDERING_METHODS = frozenset({"movedim", "flip"})
 _FACTORIES = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"})
 _LIKE_FACTORIES = frozenset({
@@ -313,6 +315,8 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
         return [Alt(value.with_traits(drop={META}), path)]
     if method in _PRESERVING_METHODS:
         return [Alt(value, path)]
+    if method in _HOST_METHODS:
+        return [Alt(replace(value, tensor=False), path)]
     if method in _REORDERING_METHODS:
         return [Alt(value.reshaped(None).with_traits(drop={TRIL}), path)]
     if method in ("logical_not", "bitwise_not"):

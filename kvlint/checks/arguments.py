@@ -15,8 +15,9 @@ from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import literal
-from kvlint.analysis.facts import FLOAT_DTYPES
+from kvlint.analysis.facts import FLOAT_DTYPES, TYPED_TENSORS
 from kvlint.analysis.finding import Issue
+from kvlint.analysis.names import qualified_name
 from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.catalogue.operators import (
     FA,
@@ -219,6 +220,20 @@ INT_TYPES = frozenset({"int", "SymInt", "int?", "SymInt?"})
 """Schema types of the scalar integer parameters (not the ``int[]`` length lists)."""
 
 
+def _built_by_torch(origin: nodes.NodeNG) -> bool:
+    """The expression calls a torch function, itself or under tensor methods (``torch.ones(1).npu()``), so
+    what it builds is a torch tensor (``np.array(lens).cumsum()`` is a numpy array)."""
+    node = origin
+    while isinstance(node, nodes.Call):
+        name = qualified_name(node.func)
+        if name is not None and (name.startswith("torch.") or name in TYPED_TENSORS):
+            return True
+        if not isinstance(node.func, nodes.Attribute):
+            return False
+        node = node.func.expr
+    return False
+
+
 def check_tensor_int_argument(site: CallSite) -> Iterator[Issue]:
     """KVL115: the dispatcher converts a one-element tensor passed for an ``int`` parameter without a word: it
     reads the value on the host on every call (a device->host sync on the NPU, frozen into a captured graph)
@@ -227,7 +242,8 @@ def check_tensor_int_argument(site: CallSite) -> Iterator[Issue]:
     for param in site.operator.params:
         if param.type not in INT_TYPES or site.argument(param.name) is None:
             continue
-        built = [alt.value for alt in site.values(param.name) if alt.value.tensor and alt.value.origin is not None]
+        built = [alt.value for alt in site.values(param.name)
+                 if alt.value.tensor and alt.value.origin is not None and _built_by_torch(alt.value.origin)]  # fmt: skip
         if not built:
             continue
         value = built[0]
