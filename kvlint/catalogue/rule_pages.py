@@ -345,9 +345,9 @@ DOCS: dict[str, RuleDoc] = {
     "KVL112": RuleDoc(
         what="Reports `torch.<npu operator>(...)` (for example `torch.npu_fused_infer_attention_score`) "
              "and `torch_npu.npu.<operator>(...)`.",
-        why="`torch.<op>` exists but is a deprecated wrapper that always raises `RuntimeError` (\"Use "
-            "torch_npu.<op> instead\"); `torch_npu.npu` is the device runtime module and has no operators, "
-            "so the attribute lookup fails.",
+        why="`torch.<op>` exists but is a deprecated wrapper that always raises `RuntimeError` on torch_npu 2.x "
+            "(\"Use torch_npu.<op> instead\"; torch_npu 1.11 only warned, and `torch_npu.<op>` works on both); "
+            "`torch_npu.npu` is the device runtime module and has no operators, so the attribute lookup fails.",
         bad=_HEADER + "def decode(q, k, v, head_dim):\n"
             "    scale = 1 / math.sqrt(head_dim)\n"
             "    return torch.npu_fused_infer_attention_score(q, k, v, num_heads=32, scale=scale)\n",

@@ -100,7 +100,8 @@ def alias_issue(site: CallSite) -> Issue:
     if site.qualname.startswith("torch_npu.npu."):
         message = f"torch_npu.npu has no {site.name}; call torch_npu.{site.name}"
     else:
-        message = f"torch.{site.name} always raises RuntimeError (deprecated alias); call torch_npu.{site.name}"
+        message = (f"torch.{site.name} raises RuntimeError on torch_npu 2.x (a deprecated alias; 1.11 only warned); "
+                   f"call torch_npu.{site.name}")
     return Issue("KVL112", site.call.func, message)
 
 
