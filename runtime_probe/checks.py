@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from kvlint.runtime_probe.compare import EPSILON
 from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
-from kvlint.catalogue.cache_writes import CACHE_WRITES, STARTS
+from kvlint.catalogue.cache_writes import CACHE_WRITES, STARTS, CacheWrite
 from kvlint.catalogue.operators import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
@@ -286,7 +287,11 @@ def non_causal_prefill(call: LiveCall) -> tuple[int, int] | None:
 
 def duplicate_slots(call: LiveCall) -> str | None:
     """KVL508: two writes to one cache slot in one call leave an undefined value on the device (KVC-C15,
-    KVC-C24). Per-row starts (``scatter_update``) may repeat: two batch rows at one position are fine."""
+    KVC-C24): which of the two lands is not said. Per-row starts (``scatter_update``) may repeat: two batch
+    rows at one position are fine. So do writes of the same row, to the output comparison's tolerance
+    (``compare.EPSILON``): whichever lands, the cache holds the same numbers. That is what the dummy requests
+    of a warm-up or a padded batch do, all sent to one reserved block (cann-recipes' null block 0) with the
+    same token at the same position."""
     write = CACHE_WRITES.get(call.name)
     if write is None or STARTS in {addressing.kind for addressing in write.layouts.values()}:
         return None
@@ -295,16 +300,62 @@ def duplicate_slots(call: LiveCall) -> str | None:
     if not isinstance(indices, torch.Tensor) or not call.concrete or indices.numel() == 0:
         return None
     if call.name.startswith("npu_scatter_nd_update"):
-        unique, counts = torch.unique(indices.reshape(-1, indices.shape[-1]), dim=0, return_counts=True)
-        groups = [(unique, counts)]
-    else:  # slots: per batch row for a 2-D Norm-mode index, else global; negatives are padding
-        rows = indices if indices.dim() == 2 else indices.reshape(1, -1)
-        groups = [torch.unique(row[row >= 0], return_counts=True) for row in rows]
-    for unique, counts in groups:
-        if bool((counts > 1).any()):
-            repeated = unique[counts > 1][0].tolist()
-            return (f"{param} repeats a slot ({repeated} appears {int(counts.max())} times): "
-                    "the written value is undefined on the device")
+        coordinates = indices.reshape(-1, indices.shape[-1])
+        everyone = torch.ones(len(coordinates), dtype=torch.bool)
+        groups = [(coordinates, everyone, _token_rows(call, write, indices.shape[:-1]))]
+    elif indices.dim() == 2:  # slots per batch row (a 2-D Norm-mode index); negatives are padding
+        groups = [(row, row >= 0, []) for row in indices]
+    else:
+        slots = indices.reshape(-1)
+        groups = [(slots, slots >= 0, _token_rows(call, write, indices.shape))]
+    for slots, kept, rows in groups:
+        repeated = _differing_repeat(slots, kept, rows)
+        if repeated is not None:
+            slot, times = repeated
+            return (f"{param} repeats a slot ({slot} appears {times} times) with different values: the written "
+                    "value is undefined on the device")
+    return None
+
+
+_VERBATIM_WRITES = frozenset({"npu_scatter_nd_update", "npu_scatter_nd_update_", "npu_scatter_pa_kv_cache",
+                              "npu_scatter_pa_kv_cache_functional", "_npu_reshape_and_cache"})  # fmt: skip
+"""Writers whose cache rows are their arguments' rows, copied (the RMSNorm + RoPE writers compute theirs)."""
+
+
+def _token_rows(call: LiveCall, write: CacheWrite, leading: torch.Size) -> list[torch.Tensor]:
+    """What each token writes, one row per index: the call's tensors that start with the indices' shape
+    (the keys, the values, the updates), caches and indices aside; none for a writer that computes its rows."""
+    count = leading.numel()
+    if call.name not in _VERBATIM_WRITES:
+        return []
+    rows = []
+    for name, value in call.args.items():
+        if name in (write.cache, write.positions) or "cache" in name or not isinstance(value, torch.Tensor):
+            continue
+        if value.dim() >= len(leading) and value.shape[:len(leading)] == leading and count:
+            rows.append(value.reshape(count, -1))
+    return rows
+
+
+def _same_rows(rows: torch.Tensor) -> bool:
+    """Every row equals the first to the comparison tolerance of their dtype (relative, floored at 1)."""
+    first, rest = rows[:1].float(), rows[1:].float()
+    error = (rest - first).abs().nan_to_num(nan=float("inf"))
+    return bool((error <= EPSILON.get(rows.dtype, 0.0) * first.abs().clamp_min(1.0)).all())
+
+
+def _differing_repeat(slots: torch.Tensor, kept: torch.Tensor, rows: list[torch.Tensor]) -> tuple[object, int] | None:
+    """The first slot (or coordinate row) that the ``kept`` tokens write twice with different rows, and how
+    many times it is written; without the rows every repeat counts."""
+    positions = kept.nonzero().flatten()
+    if positions.numel() == 0:
+        return None
+    unique, inverse, counts = torch.unique(slots[positions], dim=0, return_inverse=True, return_counts=True)
+    for group in (counts > 1).nonzero().flatten().tolist():
+        writers = positions[inverse == group]
+        if rows and all(_same_rows(tensor[writers]) for tensor in rows):
+            continue
+        return unique[group].tolist(), int(counts[group])
     return None
 
 

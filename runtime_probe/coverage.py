@@ -12,10 +12,12 @@ their byte offsets in the cache (``cache_rows``).
   assumed to follow the query's. This is the classic decode off-by-one: the new token written at
   ``kv_len`` and ``actual_seq_lengths_kv=kv_len``. A slot outside b's block-table row (padding, a dummy
   block) and a request of KV length 0 (a padded batch row) prove nothing and are left alone.
-- **KVL510**: a request that the write served reads a row that the write did not fill and whose elements
-  are all exactly 0, the value of a zero-initialised cache row no write has touched (a computed key row
-  is never exactly zero in every element). Judged only when the call certainly reads every position up
-  to the KV length: no mask, bottom-right causal (sparse_mode 3), or a single query token.
+- **KVL510**: a request that the write served reads a row that no followed write filled, in this step or
+  an earlier one (``Caches.ever``), and whose elements are all exactly 0: a zero-initialised cache row no
+  write has touched. A computed key row can be exactly zero (a warm-up's dummy tokens), so rows written
+  before this step count as written, and a cache that some write filled unread (``Caches.unfollowed``) is
+  not judged. Judged only when the call certainly reads every position up to the KV length: no mask,
+  bottom-right causal (sparse_mode 3), or a single query token.
 - **KVL505** (proof): a layer whose writes drifted from the step's first layer (``drift``) is reported
   when its own attention call reads rows of its own cache that nobody filled: the drift is then not a
   separate request's position but the same sequence written in the wrong place.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from kvlint.runtime_probe.cache_rows import ReadRows, WrittenRows, read_rows, zero_rows
 from kvlint.runtime_probe.live_call import LiveCall
-from kvlint.runtime_probe.steps import Drift, Step, Write
+from kvlint.runtime_probe.steps import Caches, Drift, Step, Write
 
 BOTTOM_RIGHT_CAUSAL = 3
 """sparse_mode 3 with the 2048x2048 template: the last query row sees every key up to the KV length."""
@@ -111,9 +113,12 @@ def _unread(rows: ReadRows, written: _Written, span: int, paged: bool) -> tuple[
     return unread, torch.unique(rows.requests[hit])
 
 
-def _unfilled(rows: ReadRows, written: _Written, served: torch.Tensor) -> torch.Tensor:
-    """bool per read row: read by a served request, not written in the step, and all zero."""
+def _unfilled(rows: ReadRows, written: _Written, served: torch.Tensor, ever: torch.Tensor | None) -> torch.Tensor:
+    """bool per read row: read by a served request, written neither in the step nor by any write followed
+    before it (a warm-up's dummy keys may be exactly zero), and all zero."""
     candidates = rows.read & torch.isin(rows.requests, served) & ~torch.isin(rows.offsets, written.offsets)
+    if ever is not None:
+        candidates &= ~torch.isin(rows.offsets, ever)
     unfilled = torch.zeros_like(candidates)
     chosen = candidates.nonzero().reshape(-1)
     if chosen.numel():
@@ -151,7 +156,7 @@ def _where(write: Write) -> str:
     return f"{write.op} at {write.site[0]}:{write.site[1]}"
 
 
-def check(call: LiveCall, step: Step, identities: dict[str, int | None]) -> list[Finding]:
+def check(call: LiveCall, step: Step, identities: dict[str, int | None], caches: Caches) -> list[Finding]:
     """KVL509 / KVL510 for the key the call reads, KVL505 for a drifted key or value cache."""
     findings: list[Finding] = []
     every_position = reads_every_position(call)
@@ -171,9 +176,9 @@ def check(call: LiveCall, step: Step, identities: dict[str, int | None]) -> list
         unread, served = _unread(rows, written, span, call.get("block_table") is not None)
         if name == "key" and bool(unread.any()):
             findings.append(Finding("KVL509", _unread_message(call, rows, written, unread, _where(writes[0]))))
-        if not every_position or not served.numel():
+        if not every_position or not served.numel() or layer in caches.unfollowed:
             continue
-        unfilled = _unfilled(rows, written, served)
+        unfilled = _unfilled(rows, written, served, caches.ever.get(layer))
         if not bool(unfilled.any()):
             continue
         request, positions = _first_request(rows, unfilled)

@@ -328,6 +328,8 @@ class Probe:
                 for code, message in known.findings:
                     self._report(ticket, code, message)
                 self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
+                if ticket.write is not None:
+                    modules.clock.caches.unfollowed_write(ticket.cache)
         except Exception as exc:
             self._internal(ticket, "checking the call", exc)
         return ticket
@@ -375,6 +377,8 @@ class Probe:
         for code, check in modules.checks.VALUE_CHECKS.items():
             self._run_check(ticket, code, check)
         if not call.concrete or ticket.step is None:
+            if ticket.write is not None and ticket.cache is not None:
+                modules.clock.caches.unfollowed_write(ticket.cache)
             return
         site = (ticket.path, ticket.line)
         if ticket.write is not None:
@@ -391,10 +395,14 @@ class Probe:
         layer = caches.written(ticket.cache)
         try:
             rows = modules.cache_rows.written_rows(call, ticket.write)
-            if rows is not None:
+            if rows is None:
+                caches.unfollowed_layer(layer)
+            else:
                 ticket.step.writes.setdefault(layer, []).append(Write(ticket.op, site, rows))
+                caches.followed(layer, rows.offsets)
             modules.drift.observe(call, ticket.write, ticket.step, layer, caches.filled[layer], site, ticket.number)
         except Exception as exc:
+            caches.unfollowed_layer(layer)
             self._internal(ticket, "following the cache write", exc)
 
     def _judge_attention(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> None:
@@ -407,7 +415,7 @@ class Probe:
                 self._report_at(ticket, "KVL507", message, op, path, line, count)
             identities = {name: caches.identity(call.get(name)) for name in ("key", "value")
                           if modules.signature.plain(call.get(name))}
-            for finding in modules.coverage.check(call, ticket.step, identities):
+            for finding in modules.coverage.check(call, ticket.step, identities, caches):
                 op = finding.op or ticket.op
                 path, line = finding.site or (ticket.path, ticket.line)
                 self._report_at(ticket, finding.code, finding.message, op, path, line)

@@ -67,6 +67,10 @@ class Step:
     attention_calls: int = 0
 
 
+MAX_FOLLOWED_ROWS = 1 << 16
+"""Rows of one layer recorded in ``Caches.ever`` (512 KiB of offsets) before the layer stops being followed."""
+
+
 class Caches:
     """The tensors known to be KV caches, by ``data_ptr``, each mapped to its layer identity.
 
@@ -81,6 +85,12 @@ class Caches:
         self._layers = itertools.count(1)
         self.filled: dict[int, int] = {}
         """Layer that a probed cache write filled (not merely read twice, or paged) -> its cache set."""
+        self.ever: dict[int, torch.Tensor] = {}
+        """Layer -> byte offsets (sorted, unique) of every row a followed write filled, over all steps."""
+        self.unfollowed: set[int] = set()
+        """Layers some write filled without the probe reading its rows (a call not value-checked, a traced
+        call): for them ``ever`` may miss rows, so it proves nothing was never written."""
+        self._lock = threading.Lock()
 
     def identity(self, tensor: torch.Tensor) -> int | None:
         pointer = tensor.data_ptr()
@@ -105,6 +115,37 @@ class Caches:
             layer = self._remember(tensor, next(self._layers))
         self.filled.setdefault(layer, step)
         return layer
+
+    def followed(self, layer: int, offsets: torch.Tensor) -> None:
+        """A followed write filled the rows at ``offsets`` of ``layer``; past MAX_FOLLOWED_ROWS rows the
+        layer counts as unfollowed (its record would cost more memory than the check is worth)."""
+        with self._lock:
+            if layer in self.unfollowed:
+                return
+            known = self.ever.get(layer)
+            merged = torch.unique(offsets if known is None else torch.cat((known, offsets)))
+            if merged.numel() > MAX_FOLLOWED_ROWS:
+                self._give_up(layer)
+            else:
+                self.ever[layer] = merged
+
+    def unfollowed_write(self, tensor: torch.Tensor) -> None:
+        """A write filled ``tensor`` without the probe reading which rows (every unchecked write: dict
+        lookups only, once the layer is given up)."""
+        layer = self.identity(tensor)
+        if layer is not None and layer in self.unfollowed:
+            return
+        with self._lock:
+            self._give_up(layer or self._remember(tensor, next(self._layers)))
+
+    def unfollowed_layer(self, layer: int) -> None:
+        """A write filled ``layer`` in rows the probe could not place."""
+        with self._lock:
+            self._give_up(layer)
+
+    def _give_up(self, layer: int) -> None:
+        self.unfollowed.add(layer)
+        self.ever.pop(layer, None)
 
     def follow(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """An out-of-place write returned ``new`` in place of the cache ``old``."""

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tests.probe_fixtures import serving
+from tests.probe_fixtures.serving import BLOCK, NKV, NQ, D
 from tests.probe_fixtures.harness import codes, emulated, in_threads, marked_line, probe  # noqa: F401
 
 SERVING = Path(serving.__file__)
@@ -137,3 +138,36 @@ def test_a_write_whose_token_order_differs_from_the_query_s_is_judged_by_its_add
     (finding,) = running.recorder.findings.values()
     assert finding.message.startswith("batch 1's token was written at position 5 in this step")
     assert "reads only positions 0-4 of batch 1 (actual_seq_lengths_kv=[3, 5])" in finding.message
+
+
+def test_zero_keys_written_in_an_earlier_step_are_not_unwritten_rows(emulated):
+    """cann-recipes' warm-up: dummy tokens write keys that are exactly zero, the next step reads them. KVL510
+    asks for rows no followed write ever filled, not merely none of this step."""
+    running, torch_npu = emulated(compare=False)
+    serving.zero_keys_read_later(torch_npu)
+    assert codes(running) == {}
+
+
+def test_rows_written_where_the_probe_did_not_look_prove_nothing(emulated):
+    """Past a site's sampled calls the probe no longer reads which rows its writes fill. Here the helper's
+    first call (for another cache) used its one value-checked call, so its write of zero keys into the
+    layer's cache goes unread: a zero row the probe did not see written may have been, and KVL510 stays
+    silent. (Read as written by nobody, the rows at positions 2-3 were KVL510.)"""
+    running, torch_npu = emulated(compare=False, value_first=1, value_every=0)
+
+    def write(k, k_cache, v_cache, slots):
+        torch_npu.npu_scatter_pa_kv_cache(k, k, k_cache, v_cache, slots, cache_mode="Norm")
+
+    other = (torch.zeros(4, BLOCK, NKV, D), torch.zeros(4, BLOCK, NKV, D))
+    k_cache, v_cache = torch.zeros(4, BLOCK, NKV, D), torch.zeros(4, BLOCK, NKV, D)
+    write(torch.randn(2, NKV, D), *other, torch.tensor([16, 17]))
+    torch_npu.npu_scatter_pa_kv_cache(torch.randn(2, NKV, D), torch.randn(2, NKV, D), k_cache, v_cache,
+                                      torch.tensor([16, 17]), cache_mode="Norm")  # fmt: skip
+    write(torch.zeros(2, NKV, D), k_cache, v_cache, torch.tensor([18, 19]))
+    q = torch.randn(1, 1, NQ * D)
+    torch_npu.npu_fused_infer_attention_score(
+        q, k_cache.view(4, BLOCK, -1), v_cache.view(4, BLOCK, -1), block_table=torch.tensor([[1]], dtype=torch.int32),
+        block_size=BLOCK, num_heads=NQ, num_key_value_heads=NKV, input_layout="BSH", scale=D**-0.5,
+        actual_seq_lengths_kv=[4],
+    )
+    assert codes(running) == {}

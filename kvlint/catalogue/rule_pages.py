@@ -1220,8 +1220,9 @@ DOCS: dict[str, RuleDoc] = {
         what=(
             'Reports a cache write whose slots repeat within one call (npu_scatter_nd_update coordinates, '
             "npu_scatter_pa_kv_cache slot_mapping, ATB's _npu_reshape_and_cache slot_indices, "
-            'npu_kv_rmsnorm_rope_cache index); negative slots are '
-            "padding. scatter_update's per-row starts may repeat."
+            'npu_kv_rmsnorm_rope_cache index) with different values; negative slots are '
+            "padding. scatter_update's per-row starts may repeat, and so may tokens that write the same row "
+            "(the dummy tokens of a padded batch, all sent to a reserved block)."
         ),
         why=(
             'Two tokens written to one slot in one call leave an undefined value on the device (KVC-C15, '
@@ -1240,7 +1241,7 @@ DOCS: dict[str, RuleDoc] = {
         ),
         output=(
             'kvlint-probe: example.py:6: KVL508 probe-duplicate-slots: indices repeats a slot ([5] appears 2 '
-            'times): the written value is undefined on the device [npu_scatter_nd_update_]\n'
+            'times) with different values: the written value is undefined on the device [npu_scatter_nd_update_]\n'
         ),
         references=(
             Reference('KVC-C15 slot_mapping must not repeat', f"{KV_CACHE}#kvc-c15"),
@@ -1283,10 +1284,13 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL510": RuleDoc(
         what=(
-            "The mirror image of KVL509: a request the step's cache write served reads rows that the write "
-            'did not fill and whose elements are all exactly 0, a zero-initialised cache row that no write '
-            'has touched since the cache was allocated. Judged only where the call certainly reads every '
-            'position below the KV length (no mask, sparse_mode 3, or one query token).'
+            "The mirror image of KVL509: a request the step's cache write served reads rows that no write "
+            'the probe followed has filled, in this step or an earlier one, and whose elements are all '
+            'exactly 0: a zero-initialised cache row that no write has touched since the cache was allocated. '
+            'Judged only where the call certainly reads every position below the KV length (no mask, '
+            "sparse_mode 3, or one query token), and only while the probe has read every write into the "
+            "cache: once a write goes unread (past the value-checked calls of its site, or under tracing), "
+            "a zero row proves nothing and the cache is no longer judged."
         ),
         why=(
             'Reading positions nobody wrote attends to zero keys: each adds exp(-max) to the softmax '

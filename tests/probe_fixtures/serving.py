@@ -113,3 +113,25 @@ def round_robin(torch_npu, requests: int = 2, steps: int = 4) -> None:
             if step:
                 kv_lens[r] += 1
             torch_npu.npu_fused_infer_attention_score(q, k_cache, v_cache, num_heads=NQ, num_key_value_heads=NKV, input_layout="BNSD", scale=SCALE, actual_seq_lengths_kv=[kv_lens[r]], **_mask(tokens))  # noqa: E501
+
+
+def zero_keys_read_later(torch_npu, steps: int = 3, prompt: int = 5) -> None:
+    """A paged cache whose first step writes keys that are exactly zero in some rows (a warm-up's dummy
+    tokens: zero hidden states give zero keys), read again by the later steps' decode: every row read was
+    written, in this step or an earlier one."""
+    generator = torch.Generator().manual_seed(3)
+    k_cache, v_cache = torch.zeros(4, BLOCK, NKV, D), torch.zeros(4, BLOCK, NKV, D)
+    table = torch.tensor([[1], [2]], dtype=torch.int32)
+    kv_lens = [prompt, prompt]
+    for step in range(steps):
+        tokens = list(kv_lens) if step == 0 else [1] * B
+        positions = [list(range(n)) if step == 0 else [kv_lens[b]] for b, n in enumerate(tokens)]
+        slots = torch.tensor([int(table[b, 0]) * BLOCK + p for b in range(B) for p in positions[b]])
+        k, v = (torch.randn(len(slots), NKV, D, generator=generator) for _ in range(2))
+        if step == 0:
+            k[::2] = 0
+        torch_npu.npu_scatter_pa_kv_cache(k, v, k_cache, v_cache, slots, cache_mode="Norm")  # zero-keys write
+        if step > 0:
+            kv_lens = [n + 1 for n in kv_lens]
+        q = torch.randn(B, 1, NQ * D, generator=generator)
+        torch_npu.npu_fused_infer_attention_score(q, k_cache.view(4, BLOCK, -1), v_cache.view(4, BLOCK, -1), block_table=table, block_size=BLOCK, num_heads=NQ, num_key_value_heads=NKV, input_layout="BSH", scale=SCALE, actual_seq_lengths_kv=kv_lens)  # noqa: E501  # zero-keys attention

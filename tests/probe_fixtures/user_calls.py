@@ -112,7 +112,7 @@ def bad_duplicate_slots(torch_npu):
 def bad_duplicate_slots_nd(torch_npu):
     cache = torch.zeros(4, 8, D)
     indices = torch.tensor([[0, 1], [2, 3], [0, 1]])
-    return torch_npu.npu_scatter_nd_update_(cache, indices, torch.ones(3, D))  # noqa: E501  # KVL508 nd
+    return torch_npu.npu_scatter_nd_update_(cache, indices, torch.randn(3, D))  # noqa: E501  # KVL508 nd
 
 
 BAD_CALLS = {
