@@ -317,24 +317,17 @@ def duplicate_slots(call: LiveCall) -> str | None:
     return None
 
 
-_VERBATIM_WRITES = frozenset({"npu_scatter_nd_update", "npu_scatter_nd_update_", "npu_scatter_pa_kv_cache",
-                              "npu_scatter_pa_kv_cache_functional", "_npu_reshape_and_cache"})  # fmt: skip
-"""Writers whose cache rows are their arguments' rows, copied (the RMSNorm + RoPE writers compute theirs)."""
-
-
 def _token_rows(call: LiveCall, write: CacheWrite, leading: torch.Size) -> list[torch.Tensor]:
     """What each token writes, one row per index: the call's tensors that start with the indices' shape
-    (the keys, the values, the updates), caches and indices aside; none for a writer that computes its rows."""
+    (the keys, the values, the updates), the written caches and the indices aside; none for a writer that
+    computes its rows (``CacheWrite.computed``)."""
     count = leading.numel()
-    if call.name not in _VERBATIM_WRITES:
+    if write.computed or not count:
         return []
-    rows = []
-    for name, value in call.args.items():
-        if name in (write.cache, write.positions) or "cache" in name or not isinstance(value, torch.Tensor):
-            continue
-        if value.dim() >= len(leading) and value.shape[:len(leading)] == leading and count:
-            rows.append(value.reshape(count, -1))
-    return rows
+    aside = {param.name for param in call.op.params if param.mutated} | {write.cache, write.positions}
+    return [value.reshape(count, -1) for name, value in call.args.items()
+            if name not in aside and isinstance(value, torch.Tensor) and value.dim() >= len(leading)
+            and value.shape[:len(leading)] == leading]  # fmt: skip
 
 
 def _same_rows(rows: torch.Tensor) -> bool:

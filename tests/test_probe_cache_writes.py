@@ -119,3 +119,18 @@ def test_a_slot_repeated_in_atb_reshape_and_cache_is_reported(probe, standin):
     torch_npu._npu_reshape_and_cache(rows, rows, cache, cache.clone(), torch.tensor([3, 7, 3], dtype=torch.int32))
     (finding,) = running.recorder.findings.values()
     assert finding.code == "KVL508" and finding.message.startswith("slot_indices repeats a slot (3 appears 2 times)")
+
+
+def test_a_writer_that_computes_its_rows_is_judged_by_its_slots_alone(emulated):
+    """npu_kv_rmsnorm_rope_cache_v2 writes RMSNorm and RoPE of ``kv``, not a copy of an argument: tokens with
+    equal ``cos``/``sin`` rows (one position) still write different rows into the slot they share. (Here
+    only ``cos`` and ``sin`` have one row per token, ``[B * S, ...]``; ``kv`` is ``[B, 1, S, ...]``.)"""
+    running, torch_npu = emulated(compare=False)
+    kv = torch.randn(1, 1, 2, 512 + 64, dtype=torch.bfloat16)
+    gamma = torch.ones(512, dtype=torch.bfloat16)
+    cos = torch.randn(1, 1, 1, 64, dtype=torch.bfloat16).expand(2, 1, 1, 64).contiguous()
+    sin = torch.randn(1, 1, 1, 64, dtype=torch.bfloat16).expand(2, 1, 1, 64).contiguous()
+    rope_cache, nope_cache = torch.zeros(4, 16, 1, 64, dtype=torch.bfloat16), torch.zeros(4, 16, 1, 512, dtype=torch.bfloat16)
+    torch_npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, torch.tensor([16, 16]), rope_cache, nope_cache,
+                                           cache_mode="PA")  # fmt: skip
+    assert codes(running) == {"KVL508": 1}

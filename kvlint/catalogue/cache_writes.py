@@ -52,6 +52,9 @@ class CacheWrite:
     result: int | None = None
     """The operator returns the written cache instead of writing ``cache``: its index in the result (0 for a
     single tensor); None when ``cache`` is written in place."""
+    computed: bool = False
+    """The rows written are computed from the arguments (RMSNorm and RoPE of ``kv``), not copied from them:
+    two tokens' equal arguments do not show equal rows (KVL508)."""
 
 
 _STARTS = {None: Addressing(STARTS)}
@@ -72,10 +75,10 @@ CACHE_WRITES: dict[str, CacheWrite] = {
     "npu_scatter_pa_kv_cache_functional": CacheWrite("key_cache", "slot_mapping", "key", _PAGED, mode="cache_mode",
                                                      result=0),
     "_npu_reshape_and_cache": CacheWrite("key_cache", "slot_indices", "key", {None: Addressing(SLOTS, 1)}),
-    "npu_kv_rmsnorm_rope_cache": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode"),
-    "npu_kv_rmsnorm_rope_cache_v2": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode"),
+    "npu_kv_rmsnorm_rope_cache": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode", computed=True),
+    "npu_kv_rmsnorm_rope_cache_v2": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode", computed=True),
     "npu_kv_rmsnorm_rope_cache_v2_functional": CacheWrite("ckv_cache", "index", "kv", _RMSNORM, mode="cache_mode",
-                                                          result=3),
+                                                          result=3, computed=True),
 }
 """Cache write operator -> its facts. ``npu_kv_rmsnorm_rope_cache`` v1 declares no mutation but writes its
 caches in place (KVC-C27)."""
