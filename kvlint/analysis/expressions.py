@@ -20,12 +20,12 @@ from kvlint.analysis.facts import (
     CUMULATIVE_NAME,
     NO_CONSTANT,
     TRIL,
-    TYPED_TENSORS,
     UNKNOWN_VALUE,
     Alt,
     Value,
     constant,
     is_number,
+    is_torch_function,
     mapped,
 )
 from kvlint.analysis.flow import Path, condition
@@ -143,7 +143,7 @@ def _call(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
     qualname = qualified_name(call.func)
     if qualname in ("numpy.cumsum", "itertools.accumulate"):
         return [Alt(UNKNOWN_VALUE.with_traits({CUMULATIVE}), path)]
-    if qualname is not None and (qualname.startswith("torch.") or qualname in TYPED_TENSORS):
+    if is_torch_function(qualname):
         return torch_function(qualname, call, path, context)
     if isinstance(call.func, nodes.Name) and call.func.name == "float" and len(call.args) == 1:
         text = call.args[0].value if isinstance(call.args[0], nodes.Const) else None

@@ -65,6 +65,12 @@ LARGE_NEGATIVE = -1.0e4
 """A scalar at or below this, added to scores, acts as a mask (old fp16 masks used -10000)."""
 
 
+def is_torch_function(qualname: str | None) -> bool:
+    """A callee in torch's namespace (``torch.ones``, ``torch.FloatTensor``, ``torch.nn.functional.pad``):
+    the value follower models what it returns, and a tensor it builds is proved to be one."""
+    return qualname is not None and qualname.startswith("torch.")
+
+
 class _NoConstant:
     def __repr__(self) -> str:
         return "NO_CONSTANT"

@@ -15,7 +15,7 @@ from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import literal
-from kvlint.analysis.facts import FLOAT_DTYPES, TYPED_TENSORS
+from kvlint.analysis.facts import FLOAT_DTYPES, is_torch_function
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.shape_tests import computes_no_numbers
@@ -225,8 +225,7 @@ def _built_by_torch(origin: nodes.NodeNG) -> bool:
     what it builds is a torch tensor (``np.array(lens).cumsum()`` is a numpy array)."""
     node = origin
     while isinstance(node, nodes.Call):
-        name = qualified_name(node.func)
-        if name is not None and (name.startswith("torch.") or name in TYPED_TENSORS):
+        if is_torch_function(qualified_name(node.func)):
             return True
         if not isinstance(node.func, nodes.Attribute):
             return False

@@ -35,7 +35,6 @@ from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, 
 
 from kvlint.catalogue import operators
 
-NAMESPACE = "npu"
 NAMESPACES = ("npu", "atb")
 """The ``torch.library`` namespaces of the catalogue's schemas (``Operator.namespace``)."""
 MODULE_NAME = "torch_npu"
