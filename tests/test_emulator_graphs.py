@@ -5,6 +5,7 @@ captured attention calls new lengths."""
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import pytest
 import torch
@@ -52,6 +53,37 @@ def test_npu_graph_replays_the_captured_operators_on_the_buffers_as_they_are_now
             torch.testing.assert_close(outputs, want)
             torch.testing.assert_close(caches[0], eager_caches[0])
     assert not torch.npu.is_current_stream_capturing()
+
+
+_CAPTURE_PATHS = {
+    "x.float()": (lambda x: x.float() * 2, (4, 4), torch.float16),
+    "x.to(dtype)": (lambda x: x.to(torch.float64) + 1, (4, 4), torch.float32),
+    "x.to(same dtype)": (lambda x: x.to(torch.float32) + 1, (4, 4), torch.float32),
+    ".contiguous() of a transpose": (lambda x: x.t().contiguous() - x.t(), (4, 3), torch.float32),
+    ".reshape() that copies": (lambda x: x.t().reshape(-1) * 3, (4, 3), torch.float32),
+    ".view() (a view)": (lambda x: x.view(-1) * 3, (4, 3), torch.float32),
+    ".reshape() that views": (lambda x: x.reshape(2, 6) * 3, (4, 3), torch.float32),
+    "a view read directly": (lambda x: x[1:, :2], (4, 3), torch.float32),
+}
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode], ids=["no_grad", "inference_mode"])
+@pytest.mark.parametrize("path", sorted(_CAPTURE_PATHS))
+def test_every_capture_path_replays_equal_to_eager(torch_npu: types.ModuleType, mode: Any, path: str) -> None:
+    """Whether an operator's output is a view is a run-time fact: under inference_mode a cast, a
+    .contiguous() and a copying .reshape() reach the recorder with an alias schema yet copy, and must be
+    replayed, or the replay reuses the capture's values."""
+    step, shape, dtype = _CAPTURE_PATHS[path]
+    x = torch.randn(shape).to(dtype)
+    with mode():
+        out = torch.zeros_like(step(x))
+        graph = torch.npu.NPUGraph()
+        with torch.npu.graph(graph):
+            out.copy_(step(x))
+        for _ in range(2):
+            x.copy_(torch.randn(shape).to(dtype))
+            graph.replay()
+            torch.testing.assert_close(out, step(x))
 
 
 def test_task_group_updates_and_graph_update_give_captured_attention_new_lengths(torch_npu: types.ModuleType) -> None:

@@ -10,7 +10,9 @@ again and writing its fresh result into the tensor the capture produced, gives t
   warm-up) and records, in order, every operator that writes a tensor (``copy_``, ``index_put_``, the cache
   writers, ``.out`` calls, collectives) and every operator that makes a new tensor (its result is copied
   into the captured one on replay); views are not recorded (the captured view still aliases its base) nor
-  are ``empty`` allocations (their contents are undefined);
+  are ``empty`` allocations (their contents are undefined). A view is an output that shares memory with an
+  input when the capture runs it, not an operator whose schema returns an alias: under inference mode
+  ``aten.to``, ``aten.contiguous`` and ``aten.reshape`` reach the recorder and copy;
 - Python values are frozen at capture, as on the device: sizes, lists passed as arguments, branches taken;
   an operator whose output shape changes on replay raises;
 - ``graph_task_group_begin`` / ``_end`` during a capture delimit a group of recorded operators and return
@@ -49,19 +51,22 @@ UPDATABLE: dict[str, frozenset[str]] = {
 
 @dataclass
 class _Call:
-    """One recorded dispatcher call: run again on replay, the tensors it makes anew copied into ``outputs``."""
+    """One recorded dispatcher call: run again on replay, the tensors it made anew (at positions ``fresh`` of
+    its flattened result) copied into ``outputs``."""
 
     func: torch._ops.OpOverload
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     outputs: list[torch.Tensor]
+    fresh: tuple[int, ...] = ()
 
     def replay(self) -> None:
         result = self.func(*self.args, **self.kwargs)
         for value in tree_flatten(result)[0]:  # a collective's Work: the captured call was waited on
             if not isinstance(value, torch.Tensor) and callable(getattr(value, "wait", None)):
                 value.wait()
-        for captured, new in zip(self.outputs, _fresh(self.func, result)):
+        tensors = _tensors(result)
+        for captured, new in zip(self.outputs, (tensors[i] for i in self.fresh)):
             if captured.shape != new.shape:
                 raise RuntimeError(f"NPU graph replay: {self.func} produced shape {tuple(new.shape)} where the capture "
                                    f"produced {tuple(captured.shape)}; a captured graph has static shapes")  # fmt: skip
@@ -87,23 +92,45 @@ def _is_fake(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and (value.is_meta or isinstance(value, torch._subclasses.FakeTensor))
 
 
-def _fresh(func: torch._ops.OpOverload, result: Any) -> list[torch.Tensor]:
-    """The tensors of ``result`` that ``func`` makes anew: those of its returns that alias no input."""
-    returns = func._schema.returns
-    values = result if len(returns) > 1 else (result,)
-    return [tensor for ret, value in zip(returns, values) if ret.alias_info is None
-            for tensor in tree_flatten(value)[0] if isinstance(tensor, torch.Tensor)]  # fmt: skip
+def _tensors(result: Any) -> list[torch.Tensor]:
+    return [value for value in tree_flatten(result)[0] if isinstance(value, torch.Tensor)]
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    """The address of the memory ``tensor`` lives in (0 for a tensor without any)."""
+    try:
+        storage = tensor.untyped_storage()
+    except (NotImplementedError, RuntimeError):  # a tensor subclass without storage
+        return 0
+    return storage.data_ptr() if storage.nbytes() else 0
+
+
+def _fresh(inputs: list[Any], result: Any) -> tuple[int, ...]:
+    """Positions, among the tensors of ``result``, of those the call made anew: they share no memory with an
+    input. A run-time fact, not the schema's: under ``torch.inference_mode()`` ``x.float()``, ``x.to(dtype)``,
+    ``.contiguous()`` and ``.reshape()`` reach the dispatcher as ``aten.to`` / ``aten.contiguous`` /
+    ``aten.reshape``, whose schemas return an alias (``Tensor(a)``), and copy."""
+    shared = {_storage(value) for value in inputs if isinstance(value, torch.Tensor)} - {0}
+    return tuple(i for i, tensor in enumerate(_tensors(result)) if _storage(tensor) not in shared)
 
 
 def _recorded(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> _Call | None:
-    """The call to record for a replay, or None when replaying it would change nothing: a view (it aliases
-    its recorded base), an allocation of undefined contents, a call on fake tensors."""
+    """The call to record for a replay, or None when replaying it would change nothing: a view (every tensor
+    it returns shares memory with an input, and the schema says it returns an alias without writing), an
+    allocation of undefined contents, a call on fake tensors. An operator that returns its ``out`` tensors
+    without an alias annotation (FIA's ``.out``) wrote them, and is recorded."""
     inputs, _ = tree_flatten((args, kwargs))
     if any(_is_fake(value) for value in inputs) or func in _UNDEFINED_CONTENTS:
         return None
-    writes = any(argument.alias_info is not None and argument.alias_info.is_write for argument in func._schema.arguments)
-    outputs = _fresh(func, result)
-    return _Call(func, args, kwargs, outputs) if writes or outputs else None
+    schema = func._schema
+    writes = any(argument.alias_info is not None and argument.alias_info.is_write for argument in schema.arguments)
+    fresh = _fresh(inputs, result)
+    declared_alias = bool(schema.returns) and all(ret.alias_info is not None for ret in schema.returns)
+    undeclared_alias = not declared_alias and len(fresh) < len(_tensors(result))
+    if not (writes or fresh or undeclared_alias):
+        return None
+    tensors = _tensors(result)
+    return _Call(func, args, kwargs, [tensors[i] for i in fresh], fresh)
 
 
 def _set_argument(call: _Call, name: str, value: object) -> None:
