@@ -120,6 +120,73 @@ def test_task_group_updates_and_graph_update_give_captured_attention_new_lengths
         torch.npu.make_graphed_callables(torch.nn.Linear(2, 2), (torch.ones(2),))
 
 
+def test_a_task_update_records_the_arguments_and_the_replay_computes(torch_npu: types.ModuleType) -> None:
+    """CANN's task-update mode: the calls between graph_task_update_begin and _end rewrite the captured
+    task's arguments; nothing runs until the replay, which first writes this step's key. Computing at the
+    update would read the cache before that write, and change the output buffer early."""
+    q, new_k, new_v = (torch.zeros(2, 1, 64) for _ in range(3))
+    keys, values, position = torch.zeros(2, 6, 64), torch.zeros(2, 6, 64), torch.zeros(1, dtype=torch.long)
+    out, lse = torch.zeros(2, 1, 64), torch.empty(1)
+
+    def attention(lengths: list[int]) -> None:
+        torch_npu.npu_fused_infer_attention_score.out(q, keys, values, num_heads=2, input_layout="BSH",
+                                                      actual_seq_lengths_kv=lengths, scale=0.125,
+                                                      out=[out, lse])  # fmt: skip
+
+    graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()
+    with torch.inference_mode():
+        with torch.npu.graph(graph):
+            keys.index_copy_(1, position, new_k)
+            values.index_copy_(1, position, new_v)
+            torch.npu.graph_task_group_begin(stream)
+            attention([1, 1])
+            handle = torch.npu.graph_task_group_end(stream)
+        for step in range(1, 5):
+            for buffer in (q, new_k, new_v):
+                buffer.copy_(torch.randn(2, 1, 64))
+            position.fill_(step)
+            before = out.clone()
+            torch.npu.graph_task_update_begin(stream, handle)
+            attention([step + 1, step])
+            torch.npu.graph_task_update_end(stream)
+            torch.testing.assert_close(out, before)  # a program reading the buffer now sees the old data
+            graph.replay()
+            want = torch_npu.npu_fused_infer_attention_score(q, keys, values, num_heads=2, input_layout="BSH",
+                                                             actual_seq_lengths_kv=[step + 1, step], scale=0.125)
+            torch.testing.assert_close(out, want[0])
+            torch.testing.assert_close(keys[:, step], new_k[:, 0])
+
+
+def test_an_updated_call_that_makes_its_output_returns_it_undefined_until_the_replay(
+        torch_npu: types.ModuleType) -> None:  # fmt: skip
+    q, keys, values = torch.randn(2, 1, 64), torch.randn(2, 6, 64), torch.randn(2, 6, 64)
+
+    def attention(lengths: list[int]) -> torch.Tensor:
+        return torch_npu.npu_fused_infer_attention_score(q, keys, values, num_heads=2, input_layout="BSH",
+                                                         actual_seq_lengths_kv=lengths, scale=0.125)[0]  # fmt: skip
+
+    graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()
+    with torch.npu.graph(graph):
+        torch.npu.graph_task_group_begin(stream)
+        attention([1, 1])
+        handle = torch.npu.graph_task_group_end(stream)
+    torch.npu.graph_task_update_begin(stream, handle)
+    updated = attention([6, 3])
+    torch.npu.graph_task_update_end(stream)
+    assert updated.isnan().all()
+    graph.replay()
+    torch.testing.assert_close(updated, attention([6, 3]))
+    torch.npu.graph_task_update_begin(stream, handle)
+    with pytest.raises(RuntimeError, match="issued 0 of the captured group's 1 tasks"):
+        torch.npu.graph_task_update_end(stream)
+    torch.npu.graph_task_update_begin(stream, handle)
+    with pytest.raises(RuntimeError, match="not a task of the captured group"):
+        q.add(1)
+    with pytest.raises(RuntimeError, match="missing: npu.npu_fused_infer_attention_score"):
+        torch.npu.graph_task_update_end(stream)
+    assert not torch.npu.is_current_stream_capturing()
+
+
 def test_operators_that_write_a_cache_and_return_new_tensors_refresh_both_on_replay(torch_npu: types.ModuleType) -> None:
     """DeepSeek's MLA cache writer updates the caches in place and returns the normed latent the next
     operator consumes: a replay must refresh that output too, not only the caches."""

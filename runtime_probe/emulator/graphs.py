@@ -17,8 +17,10 @@ again and writing its fresh result into the tensor the capture produced, gives t
   an operator whose output shape changes on replay raises;
 - ``graph_task_group_begin`` / ``_end`` during a capture delimit a group of recorded operators and return
   its handle; the operators called between ``graph_task_update_begin(stream, handle)`` and
-  ``graph_task_update_end`` run at once and replace the group's operators for later replays (how vllm-ascend
-  passes each step's sequence lengths to a captured attention call);
+  ``graph_task_update_end`` update the group's tasks, as in CANN's task-update mode: their arguments are
+  recorded, nothing is computed until the next replay (a program that reads an output buffer between the
+  update and the replay sees the old data, as on the device), and they must match the group's tasks in
+  number and type (how vllm-ascend passes each step's sequence lengths to a captured attention call);
 - ``NPUGraph.update(cpu_update_input=[{...}, ...])`` gives the captured attention calls (FIA v1/v2, IFA, in
   capture order, one dict each, ``{}`` for none) new length lists, the only arguments torch_npu's capture
   handlers update (``docs/operators/dispatcher.md#dsp-c25``); every other argument keeps its captured value;
@@ -35,7 +37,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 _UNDEFINED_CONTENTS = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
                                  torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
@@ -59,6 +61,29 @@ class _Call:
     kwargs: dict[str, Any]
     outputs: list[torch.Tensor]
     fresh: tuple[int, ...] = ()
+    returned: tuple[tuple[str, Any], ...] = ()
+    """What each leaf of the captured result was: ``("fresh", i)`` (``outputs[i]``), ``("input", (name,
+    position, tensor))`` (an argument's tensor, returned again), ``("value", value)``."""
+    spec: Any = None
+    """The structure of the captured result (``tree_flatten``)."""
+
+    def updated(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Call, Any]:
+        """This task with new arguments, not run, and what the call returns before the replay computes it:
+        its argument tensors as they are, new tensors of undefined contents (NaN here) for what it makes."""
+        outputs = [_undefined_like(tensor) for tensor in self.outputs]
+        leaves = []
+        for kind, what in self.returned:
+            if kind == "fresh":
+                leaves.append(outputs[what])
+            elif kind == "input":
+                name, position, captured = what
+                given = [value for value in tree_flatten(_argument(self.func, args, kwargs, name))[0]
+                         if isinstance(value, torch.Tensor)]  # fmt: skip
+                leaves.append(given[position] if position < len(given) else captured)
+            else:
+                leaves.append(what)
+        call = _Call(self.func, args, kwargs, outputs, self.fresh, self.returned, self.spec)
+        return call, tree_unflatten(leaves, self.spec)
 
     def replay(self) -> None:
         result = self.func(*self.args, **self.kwargs)
@@ -130,7 +155,45 @@ def _recorded(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
     if not (writes or fresh or undeclared_alias):
         return None
     tensors = _tensors(result)
-    return _Call(func, args, kwargs, [tensors[i] for i in fresh], fresh)
+    return _Call(func, args, kwargs, [tensors[i] for i in fresh], fresh, *_returned(func, args, kwargs, result, fresh))
+
+
+def _argument(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
+    """Argument ``name`` of a dispatcher call, wherever it was passed (None when left to its default)."""
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.name == name:
+            return args[position] if position < len(args) else kwargs.get(name)
+    return None
+
+
+def _returned(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
+              fresh: tuple[int, ...]) -> tuple[tuple[tuple[str, Any], ...], Any]:  # fmt: skip
+    """``_Call.returned`` and ``_Call.spec`` of a captured result: which leaves are new, which an argument's."""
+    leaves, spec = tree_flatten(result)
+    given = {argument.name: [value for value in tree_flatten(_argument(func, args, kwargs, argument.name))[0]
+                             if isinstance(value, torch.Tensor)] for argument in func._schema.arguments}  # fmt: skip
+    returned: list[tuple[str, Any]] = []
+    tensor_index = 0
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            returned.append(("value", leaf))
+            continue
+        if tensor_index in fresh:
+            returned.append(("fresh", fresh.index(tensor_index)))
+        else:
+            source = next(((name, position, leaf) for name, tensors in given.items()
+                           for position, tensor in enumerate(tensors) if _storage(tensor) == _storage(leaf)),
+                          None)  # fmt: skip
+            returned.append(("value", leaf) if source is None else ("input", source))
+        tensor_index += 1
+    return tuple(returned), spec
+
+
+def _undefined_like(tensor: torch.Tensor) -> torch.Tensor:
+    """A new tensor like ``tensor`` whose contents are undefined until a replay writes it: NaN where it can
+    hold NaN, so that a program reading it early sees that it did."""
+    new = torch.empty_like(tensor)
+    return new.fill_(float("nan")) if new.is_floating_point() or new.is_complex() else new
 
 
 def _set_argument(call: _Call, name: str, value: object) -> None:
@@ -260,7 +323,38 @@ class TaskGroupHandle:
         self.group = group
 
 
-_updating: list[tuple[_Group, _Recorder]] = []
+class _Updater(TorchDispatchMode):
+    """Between ``graph_task_update_begin`` and ``_end``: each call of the group's next operator is a task
+    update (CANN's task-update mode): recorded with its new arguments and not run, since the replay computes
+    it; it returns what the device leaves there until the replay (``_Call.updated``). Other operators (views,
+    host-side preparation of the arguments) run at once; one that computes a tensor and is not the group's
+    next task raises, as the device refuses an update whose tasks do not match the group's in number and
+    type."""
+
+    def __init__(self, group: _Group) -> None:
+        super().__init__()
+        self.group = group
+        self.pending = _flat(group.calls)
+        self.calls: list[_Call | _Group] = []
+
+    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:  # fmt: skip
+        kwargs = kwargs or {}
+        inputs, _ = tree_flatten((args, kwargs))
+        if self.pending and func is self.pending[0].func and not any(_is_fake(value) for value in inputs):
+            call, result = self.pending.pop(0).updated(args, kwargs)
+            self.calls.append(call)
+            return result
+        result = func(*args, **kwargs)
+        if _recorded(func, args, kwargs, result) is not None:
+            expected = self.pending[0].func if self.pending else "no further task"
+            raise RuntimeError(f"graph_task_update: {func} is not a task of the captured group (its next task is "
+                               f"{expected}); the calls between graph_task_update_begin and graph_task_update_end "
+                               "must match the group's captured tasks in number and type")  # fmt: skip
+        return result
+
+
+_updating: list[_Updater] = []
 
 
 def graph_task_group_begin(stream: object = None) -> None:
@@ -282,20 +376,26 @@ def graph_task_group_end(stream: object = None) -> TaskGroupHandle:
 
 
 def graph_task_update_begin(stream: object, handle: TaskGroupHandle) -> None:
-    """The operators issued until ``graph_task_update_end`` run now, and replace the group's operators in
-    later replays."""
+    """The group's operators issued until ``graph_task_update_end`` update its tasks: their arguments are
+    recorded, and the next replay computes them (nothing runs now; see ``_Updater``)."""
     if handle.group is not None:
-        recorder = _Recorder([])
-        recorder.__enter__()
-        _updating.append((handle.group, recorder))
+        updater = _Updater(handle.group)
+        updater.__enter__()
+        _updating.append(updater)
 
 
 def graph_task_update_end(stream: object = None) -> None:
-    """See ``graph_task_update_begin``."""
-    if _updating:
-        group, recorder = _updating.pop()
-        recorder.__exit__(None, None, None)
-        group.calls = recorder.targets[0]
+    """See ``graph_task_update_begin``: the group replays the updated tasks from now on."""
+    if not _updating:
+        return
+    updater = _updating.pop()
+    updater.__exit__(None, None, None)
+    if updater.pending:
+        missing = ", ".join(str(call.func) for call in updater.pending)
+        raise RuntimeError(f"graph_task_update_end: the update issued {len(updater.calls)} of the captured group's "
+                           f"{len(updater.calls) + len(updater.pending)} tasks (missing: {missing}); an update must "
+                           "match the group's tasks in number and type")  # fmt: skip
+    updater.group.calls = updater.calls
 
 
 def make_graphed_callables(*args: object, **kwargs: object) -> Any:
