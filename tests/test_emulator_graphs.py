@@ -97,7 +97,7 @@ def test_task_group_updates_and_graph_update_give_captured_attention_new_lengths
                                                       out=[out, lse])  # fmt: skip
 
     graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()
-    with torch.npu.graph(graph):
+    with torch.npu.graph(graph, auto_dispatch_capture=True):
         torch.npu.graph_task_group_begin(stream)
         attention([1, 1])
         handle = torch.npu.graph_task_group_end(stream)
@@ -114,8 +114,14 @@ def test_task_group_updates_and_graph_update_give_captured_attention_new_lengths
     want = torch_npu.npu_fused_infer_attention_score(q, keys, values, num_heads=2, input_layout="BSH",
                                                      actual_seq_lengths_kv=[2, 5], scale=0.125)[0]  # fmt: skip
     torch.testing.assert_close(out, want)
-    with pytest.raises(ValueError, match="updates only"):
-        graph.update(cpu_update_input=[{"pre_tokens": 3}])
+    graph.update(cpu_update_input=[{"pre_tokens": 3, "no_such_argument": 1}])  # torch_npu ignores such keys
+    out.zero_()
+    graph.replay()
+    torch.testing.assert_close(out, want)
+    with pytest.raises(RuntimeError, match="2 updates for the 1 calls"):
+        graph.update(cpu_update_input=[{}, {}])
+    with pytest.raises(RuntimeError, match="auto_dispatch_capture=True"):
+        torch.npu.NPUGraph().update(cpu_update_input=[{}])
     with pytest.raises(NotImplementedError, match="make_graphed_callables"):
         torch.npu.make_graphed_callables(torch.nn.Linear(2, 2), (torch.ones(2),))
 
@@ -185,6 +191,27 @@ def test_an_updated_call_that_makes_its_output_returns_it_undefined_until_the_re
     with pytest.raises(RuntimeError, match="missing: npu.npu_fused_infer_attention_score"):
         torch.npu.graph_task_update_end(stream)
     assert not torch.npu.is_current_stream_capturing()
+
+
+def test_graph_update_gives_captured_paged_attention_new_context_lens(torch_npu: types.ModuleType) -> None:
+    """torch_npu's handler for _npu_paged_attention updates its context_lens; one dict serves every call."""
+    query, tables = torch.randn(2, 2, 16), torch.arange(4, dtype=torch.int32).view(2, 2)
+    caches = [torch.randn(4, 4, 2, 16) for _ in range(2)]
+    outs = [torch.zeros(2, 2, 16) for _ in range(2)]
+
+    def attention(out: torch.Tensor, lengths: torch.Tensor) -> None:
+        torch_npu._npu_paged_attention(query, *caches, 2, 2, 0.25, tables, lengths, out)
+
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, auto_dispatch_capture=True):
+        for out in outs:
+            attention(out, torch.tensor([1, 1], dtype=torch.int32))
+    graph.update(cpu_update_input=[{"context_lens": torch.tensor([3, 7], dtype=torch.int32)}])
+    graph.replay()
+    want = torch.zeros(2, 2, 16)
+    attention(want, torch.tensor([3, 7], dtype=torch.int32))
+    for out in outs:
+        torch.testing.assert_close(out, want)
 
 
 def test_operators_that_write_a_cache_and_return_new_tensors_refresh_both_on_replay(torch_npu: types.ModuleType) -> None:

@@ -21,10 +21,12 @@ again and writing its fresh result into the tensor the capture produced, gives t
   recorded, nothing is computed until the next replay (a program that reads an output buffer between the
   update and the replay sees the old data, as on the device), and they must match the group's tasks in
   number and type (how vllm-ascend passes each step's sequence lengths to a captured attention call);
-- ``NPUGraph.update(cpu_update_input=[{...}, ...])`` gives the captured attention calls (FIA v1/v2, IFA, in
-  capture order, one dict each, ``{}`` for none) new length lists, the only arguments torch_npu's capture
-  handlers update (``docs/operators/dispatcher.md#dsp-c25``); every other argument keeps its captured value;
-- ``pool()``, ``graph_pool_handle()``, ``capture_error_mode``, ``auto_dispatch_capture``, streams: accepted;
+- ``NPUGraph.update(cpu_update_input=[{...}, ...])``, on a graph captured with ``auto_dispatch_capture=True``,
+  gives the calls torch_npu's capture handlers record (FIA v1/v2 and their ``.out``, ``_npu_paged_attention``;
+  in capture order, one dict each, or one dict for all) new lengths (``UPDATABLE``,
+  ``docs/operators/dispatcher.md#dsp-c25``) or new keyword arguments; a key that is neither is ignored, as
+  torch_npu ignores it; every other argument keeps its captured value;
+- ``pool()``, ``graph_pool_handle()``, ``capture_error_mode``, streams: accepted;
   memory is never shared.
 
 Operators called on FakeTensors (``torch.compile`` tracing inside a capture) are not recorded.
@@ -43,12 +45,15 @@ _UNDEFINED_CONTENTS = frozenset({torch.ops.aten.empty.memory_format, torch.ops.a
                                  torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
                                  torch.ops.aten.new_empty_strided.default})  # fmt: skip
 """Allocations whose contents are undefined: replaying them would copy garbage over garbage."""
-UPDATABLE: dict[str, frozenset[str]] = {
-    "npu_fused_infer_attention_score": frozenset({"actual_seq_lengths", "actual_seq_lengths_kv"}),
-    "npu_fused_infer_attention_score_v2": frozenset({"actual_seq_qlen", "actual_seq_kvlen"}),
-    "npu_incre_flash_attention": frozenset({"actual_seq_lengths"}),
+UPDATABLE: dict[tuple[str, str], frozenset[str]] = {
+    ("npu_fused_infer_attention_score", "default"): frozenset({"actual_seq_lengths", "actual_seq_lengths_kv"}),
+    ("npu_fused_infer_attention_score", "out"): frozenset({"actual_seq_lengths", "actual_seq_lengths_kv"}),
+    ("npu_fused_infer_attention_score_v2", "default"): frozenset({"actual_seq_qlen", "actual_seq_kvlen"}),
+    ("npu_fused_infer_attention_score_v2", "out"): frozenset({"actual_seq_qlen", "actual_seq_kvlen"}),
+    ("_npu_paged_attention", "default"): frozenset({"context_lens"}),
 }
-"""Captured operator -> the arguments ``NPUGraph.update(cpu_update_input=...)`` may change (dsp-c25)."""
+"""(operator, overload) with a capture handler in torch_npu -> the arguments ``NPUGraph.update(cpu_update_input=...)``
+updates by name (its handlers' ``UPDATE_SPECS``; docs/operators/dispatcher.md#dsp-c25)."""
 
 
 @dataclass
@@ -196,9 +201,19 @@ def _undefined_like(tensor: torch.Tensor) -> torch.Tensor:
     return new.fill_(float("nan")) if new.is_floating_point() or new.is_complex() else new
 
 
+def _handled(func: torch._ops.OpOverload) -> frozenset[str] | None:
+    """The arguments ``NPUGraph.update`` updates in a call of ``func`` (None: torch_npu records no such call)."""
+    return UPDATABLE.get((func._schema.name.split("::")[-1], func._overloadname))
+
+
 def _set_argument(call: _Call, name: str, value: object) -> None:
-    """Replace argument ``name`` of a recorded call, wherever the dispatcher put it (positional or keyword)."""
+    """Replace argument ``name`` of a recorded call, wherever the dispatcher put it (positional or keyword); an
+    int list given as a tensor becomes a list, as the dispatcher converts it."""
     position = next(i for i, argument in enumerate(call.func._schema.arguments) if argument.name == name)
+    kind = call.func._schema.arguments[position].type
+    kind = kind.getElementType() if isinstance(kind, torch.OptionalType) else kind
+    if isinstance(kind, torch.ListType) and value is not None:
+        value = value.tolist() if isinstance(value, torch.Tensor) else list(value)
     if position < len(call.args):
         call.args = (*call.args[:position], value, *call.args[position + 1:])
     else:
@@ -239,6 +254,7 @@ class NPUGraph:
         self._calls: list[_Call | _Group] = []
         self._recorder: _Recorder | None = None
         self._pool = _PoolHandle()
+        self._auto_dispatch = False
 
     def capture_begin(self, pool: object = None, capture_error_mode: str = "global",
                       auto_dispatch_capture: bool = False) -> None:  # fmt: skip
@@ -246,6 +262,7 @@ class NPUGraph:
         if _capturing is not None:
             raise RuntimeError("an NPU graph is already being captured in this process")
         self._calls = []
+        self._auto_dispatch = auto_dispatch_capture
         self._recorder = _Recorder(self._calls)
         self._recorder.__enter__()
         _capturing = (self, self._recorder)
@@ -263,18 +280,23 @@ class NPUGraph:
                 call.replay()
 
     def update(self, cpu_update_input: list[dict[str, Any]]) -> None:
-        """New length arguments for the captured attention calls, one dict per call in capture order."""
-        calls = [call for call in _flat(self._calls) if call.func._schema.name.split("::")[-1] in UPDATABLE]
-        if len(cpu_update_input) != len(calls):
-            raise ValueError(f"NPUGraph.update: {len(cpu_update_input)} updates for the {len(calls)} attention calls "
-                             "this graph captured (one dict each, {} for none)")  # fmt: skip
-        for call, update in zip(calls, cpu_update_input):
-            name = call.func._schema.name.split("::")[-1]
-            unknown = sorted(set(update) - UPDATABLE[name])
-            if unknown:
-                raise ValueError(f"NPUGraph.update: {name} updates only {sorted(UPDATABLE[name])}, not {unknown}")
+        """New arguments for the captured calls torch_npu's capture handlers record (``UPDATABLE``), one dict
+        per call in capture order (a single dict serves them all). A key updates the call's keyword argument
+        of that name, or its ``UPDATABLE`` argument; torch_npu ignores any other key, and so does this."""
+        if not self._auto_dispatch:
+            raise RuntimeError("NPUGraph.update needs a graph captured with auto_dispatch_capture=True "
+                               "(torch.npu.graph(g, auto_dispatch_capture=True))")  # fmt: skip
+        calls = [call for call in _flat(self._calls) if _handled(call.func) is not None]
+        updates = list(cpu_update_input)
+        if len(updates) == 1:
+            updates *= len(calls)
+        if len(updates) != len(calls):
+            raise RuntimeError(f"NPUGraph.update: {len(cpu_update_input)} updates for the {len(calls)} calls this "
+                               "graph recorded for update (one dict each, or one for all)")  # fmt: skip
+        for call, update in zip(calls, updates):
             for key, value in update.items():
-                _set_argument(call, key, value.tolist() if isinstance(value, torch.Tensor) else list(value))
+                if key in call.kwargs or key in _handled(call.func):
+                    _set_argument(call, key, value)
 
     def reset(self) -> None:
         self._calls = []
@@ -298,9 +320,11 @@ class graph:  # noqa: N801 - the name torch.npu.graph has on the device
         self.npu_graph = npu_graph
         self.pool = pool
         self.capture_error_mode = capture_error_mode
+        self.auto_dispatch_capture = auto_dispatch_capture
 
     def __enter__(self) -> None:
-        self.npu_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
+        self.npu_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode,
+                                     auto_dispatch_capture=self.auto_dispatch_capture)
 
     def __exit__(self, *exc: object) -> None:
         self.npu_graph.capture_end()
