@@ -40,7 +40,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kvlint.runtime_probe import ProbeError, config
+from kvlint.runtime_probe import ProbeError, config, graph_tasks
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
@@ -121,6 +121,9 @@ class _Ticket:
     """Host time of the operator call itself (the cache figures' step time)."""
     flagged: bool = False
     """An error-level finding was reported: the call is malformed, so its output is not compared."""
+    update: bool = False
+    """Issued during an NPU graph task update: it rewrites a captured task's arguments, reads and writes
+    nothing (``graph_tasks``)."""
     errors: list[ProbeError] = field(default_factory=list)
 
 
@@ -156,6 +159,7 @@ class Probe:
         self._finder = PostImportFinder({"torch_npu": self._on_torch_npu, EMULATOR_MODULE: self._on_emulator})
         self._modules: _Modules | None = None
         self._signatures: dict[object, _Signature] = {}
+        self._graphs = graph_tasks.Graphs()
         self._lock = threading.Lock()
         self._attached = False
         """False after detach: wrappers left behind (in an FX graph, say) then pass calls through."""
@@ -168,7 +172,7 @@ class Probe:
     def attach(self) -> None:
         """Wrap what is loaded now, and hook what loads later."""
         self._attached = True
-        self._patches.wrap_loaded()
+        self._wrap_loaded()
         emulator = sys.modules.get(EMULATOR_MODULE)
         if emulator is not None:
             self._on_emulator(emulator)
@@ -183,14 +187,22 @@ class Probe:
     def _on_torch_npu(self, module: ModuleType) -> None:
         try:
             self._patches.wrap(module)
-            self._patches.wrap_loaded()
+            self._wrap_loaded()
         except Exception as exc:  # an import hook must never break the user's import
             print(f"kvlint: probe could not wrap torch_npu: {exc!r}", file=sys.stderr)
 
     def _on_emulator(self, module: ModuleType) -> None:
         install = getattr(module, "install", None)
         if callable(install) and not getattr(install, "__kvlint_hooked__", False):
-            self._patches.replace(module, "install", after_call(install, self._patches.wrap_loaded))
+            self._patches.replace(module, "install", after_call(install, self._wrap_loaded))
+
+    def _wrap_loaded(self) -> None:
+        """Wrap the operators loaded now, and the NPU graph API of ``torch_npu.npu`` (``graph_tasks``)."""
+        self._patches.wrap_loaded()
+        torch_npu = sys.modules.get("torch_npu")
+        for module in {id(m): m for m in (sys.modules.get("torch_npu.npu"), getattr(torch_npu, "npu", None))
+                       if m is not None}.values():  # fmt: skip
+            graph_tasks.wrap(self._patches, module, self)
 
     def after_fork_in_child(self) -> None:
         """A forked child reports its own calls: fresh counters and state, its own report file."""
@@ -198,6 +210,7 @@ class Probe:
         self.recorder = Recorder(self._stream)
         self._modules = None
         self._signatures = {}
+        self._graphs = graph_tasks.Graphs()
         self._lock = threading.Lock()
         self._local = threading.local()
         self._finished = None
@@ -318,8 +331,9 @@ class Probe:
             known = self._signatures.get(key)
         except TypeError:  # an unhashable argument: no signature, every call is checked
             key, known = None, None
-        checked = known is None or compare or settings.value_checked(number)
-        ticket = _Ticket(name, path, line, number, checked, compare)
+        capturing = self._graphs.capturing() is not None  # a captured call is judged again at each replay
+        checked = known is None or compare or capturing or settings.value_checked(number)
+        ticket = _Ticket(name, path, line, number, checked, compare, update=self._graphs.updating())
         try:
             if checked:
                 self._check(modules, ticket, key, overload, args, kwargs)
@@ -327,6 +341,9 @@ class Probe:
                 ticket.validated = True
                 for code, message in known.findings:
                     self._report(ticket, code, message)
+                if ticket.update:
+                    self._graphs.updated(graph_tasks.Task(name, path, line, None))
+                    return ticket
                 self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
                 if ticket.write is not None:
                     modules.clock.caches.unfollowed_write(ticket.cache)
@@ -373,9 +390,19 @@ class Probe:
         if key is not None:
             places = tuple(_where(operator, args, kwargs, param) for param in placed)
             self._remember(key, _Signature(True, tuple(found), places))
+        if ticket.update:  # an argument update: validated; judged where it runs, at the replay
+            for code, check in modules.checks.VALUE_CHECKS.items():
+                self._run_check(ticket, code, check)
+            self._graphs.updated(graph_tasks.Task(ticket.op, ticket.path, ticket.line, call))
+            return
+        self._graphs.captured(graph_tasks.Task(ticket.op, ticket.path, ticket.line, call))
         self._place(modules, ticket, *(call.get(param) for param in placed))
         for code, check in modules.checks.VALUE_CHECKS.items():
             self._run_check(ticket, code, check)
+        self._judge_across_calls(modules, ticket, call)
+
+    def _judge_across_calls(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> None:
+        """A placed call's checks across calls: a write's rows, an attention call's reads."""
         if not call.concrete or ticket.step is None:
             if ticket.write is not None and ticket.cache is not None:
                 modules.clock.caches.unfollowed_write(ticket.cache)
@@ -423,6 +450,8 @@ class Probe:
             self._internal(ticket, "comparing the cache writes with the reads", exc)
 
     def _after(self, modules: _Modules, ticket: _Ticket, result: Any) -> None:
+        if ticket.update:  # nothing was computed: the replay computes it
+            return
         write = ticket.write
         if write is not None and write.result is not None:  # every call: the returned tensor is the cache now
             returned = result[write.result] if isinstance(result, (tuple, list)) else result
@@ -459,6 +488,88 @@ class Probe:
         self.recorder.compared(ticket.op, ticket.path, ticket.line, result.max_abs_err, result.max_rel_err)
         if result.mismatch:
             self._report(ticket, "KVL501", result.message(output.dtype))
+
+    # -- NPU graphs ---------------------------------------------------------------------------------
+    def graph_event(self, original: Callable[..., Any], name: str, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:  # fmt: skip
+        """A call of the NPU graph API (``graph_tasks.wrap``): run it, and keep the probe's record. The calls
+        a replay makes (the emulator's kernels) pass through; the replay's tasks are judged after it."""
+        local = self._local
+        if not self._attached or getattr(local, "busy", False):
+            return original(*args, **kwargs)
+        if name == "replay":
+            local.busy = True
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                local.busy = False
+            try:
+                self._replayed(args[0])
+            except ProbeError:
+                raise
+            except Exception as exc:
+                self._graph_failure(name, exc)
+            return result
+        result = original(*args, **kwargs)
+        try:
+            self._graph_call(name, args, kwargs, result)
+        except Exception as exc:
+            self._graph_failure(name, exc)
+        return result
+
+    def _graph_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
+        graphs = self._graphs
+        if name == "capture_begin":
+            graphs.capture_begin(args[0])
+        elif name == "capture_end":
+            graphs.capture_end()
+        elif name == "graph_task_group_begin":
+            graphs.group_begin()
+        elif name == "graph_task_group_end":
+            graphs.group_end(result)
+        elif name == "graph_task_update_begin":
+            graphs.update_begin(args[1] if len(args) > 1 else kwargs.get("handle"))
+        elif name == "graph_task_update_end":
+            for stale in graphs.update_end():
+                self.recorder.add(graph_tasks.STALE, stale.message, stale.op, stale.path, stale.line, stale.count)
+
+    def _graph_failure(self, name: str, exc: Exception) -> None:
+        """KVL599 at the program's graph call: the probe's record of the graph failed, the program did not."""
+        try:
+            path, line = call_site(self._root)
+        except Exception:
+            path, line = "<unknown>", 0
+        self.recorder.add(INTERNAL_ERROR, f"following the NPU graph ({name}) failed: {type(exc).__name__}: {exc}",
+                          name, path, line)  # fmt: skip
+
+    def _replayed(self, graph: object) -> None:
+        """After a replay: KVL550 for the groups it ran stale; the graph's writes and attention calls judged
+        in capture order with their latest arguments, on the buffers as the replay left them."""
+        try:
+            path, line = call_site(self._root)
+        except Exception:
+            path, line = "<unknown>", 0
+        record, stale = self._graphs.replayed(graph, path, line)
+        for finding in stale:
+            self.recorder.add(graph_tasks.STALE, finding.message, finding.op, finding.path, finding.line)
+        modules = self._modules
+        if record is None or modules is None or not self.settings.value_checked(record.replays):
+            return
+        tickets = []
+        with modules.Invisible():
+            for task in graph_tasks.running(record):
+                if task.call is None:
+                    continue
+                ticket = _Ticket(task.op, task.path, task.line, record.replays, True, False)
+                try:
+                    call = ticket.call = modules.live_call.LiveCall(task.call.op, task.call.args, task.call.concrete)
+                    self._place(modules, ticket, *(call.get(param) for param in _placed(call.op)))
+                    self._judge_across_calls(modules, ticket, call)
+                except Exception as exc:
+                    self._internal(ticket, "judging the NPU graph replay", exc)
+                tickets.append(ticket)
+        for ticket in tickets:
+            self._raise_if_strict(ticket)
 
     # -- findings -----------------------------------------------------------------------------------
     def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], str | None]) -> str | None:

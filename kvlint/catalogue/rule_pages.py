@@ -1314,6 +1314,77 @@ DOCS: dict[str, RuleDoc] = {
             'The lengths come from the runner; they must count the tokens in the cache, no more.'
         ),
     ),
+    "KVL550": RuleDoc(
+        what=(
+            'Reports an NPU graph replay that runs a task group (`graph_task_group_begin` / `_end` in the '
+            'capture) with arguments that no update (`graph_task_update_begin` / `_end`) refreshed since the '
+            'capture or the previous replay, in a program that does update that group before other replays. '
+            'The calls issued during an update rewrite the captured task\'s arguments and compute nothing, so '
+            'the probe validates their arguments there and judges the reads and writes (KVL509, KVL510) at the '
+            'replay, with the arguments of the latest update.'
+        ),
+        why=(
+            'A replay reuses the arguments it was last given: a step whose update was skipped attends with the '
+            'lengths of an earlier step, leaving this step\'s token out or reading a stale range, with no error. '
+            'The level is a warning: the replay runs as the device runs it, and lengths that did not change may '
+            'need no update; where the stale lengths read the wrong rows, KVL509 or KVL510 at the replay says so.'
+        ),
+        bad=_PROBE_HEADER + (
+            "q, k, v = torch.randn(1, 1, 64), torch.randn(1, 8, 64), torch.randn(1, 8, 64)\n"
+            "out, lse = torch.zeros(1, 1, 64), torch.empty(1)\n"
+            "graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()\n"
+            "\n"
+            "\n"
+            "def attention(lengths):\n"
+            "    torch_npu.npu_fused_infer_attention_score.out(\n"
+            "        q, k, v, num_heads=1, scale=0.125, actual_seq_lengths_kv=lengths, out=[out, lse])\n"
+            "\n"
+            "\n"
+            "with torch.npu.graph(graph):\n"
+            "    torch.npu.graph_task_group_begin(stream)\n"
+            "    attention([1])\n"
+            "    handle = torch.npu.graph_task_group_end(stream)\n"
+            "for length in range(2, 6):\n"
+            "    if length != 4:  # this step's update is skipped\n"
+            "        torch.npu.graph_task_update_begin(stream, handle)\n"
+            "        attention([length])\n"
+            "        torch.npu.graph_task_update_end(stream)\n"
+            "    graph.replay()\n"
+        ),
+        good=_PROBE_HEADER + (
+            "q, k, v = torch.randn(1, 1, 64), torch.randn(1, 8, 64), torch.randn(1, 8, 64)\n"
+            "out, lse = torch.zeros(1, 1, 64), torch.empty(1)\n"
+            "graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()\n"
+            "\n"
+            "\n"
+            "def attention(lengths):\n"
+            "    torch_npu.npu_fused_infer_attention_score.out(\n"
+            "        q, k, v, num_heads=1, scale=0.125, actual_seq_lengths_kv=lengths, out=[out, lse])\n"
+            "\n"
+            "\n"
+            "with torch.npu.graph(graph):\n"
+            "    torch.npu.graph_task_group_begin(stream)\n"
+            "    attention([1])\n"
+            "    handle = torch.npu.graph_task_group_end(stream)\n"
+            "for length in range(2, 6):  # every replay gets its step's lengths\n"
+            "    torch.npu.graph_task_update_begin(stream, handle)\n"
+            "    attention([length])\n"
+            "    torch.npu.graph_task_update_end(stream)\n"
+            "    graph.replay()\n"
+        ),
+        output=(
+            "kvlint-probe: example.py:23: KVL550 probe-graph-replay-not-updated: replay 3 of this NPU graph runs "
+            "npu_fused_infer_attention_score (captured at example.py:10) with an earlier update's arguments: no "
+            "graph_task_update_begin/_end refreshed its task group since the previous replay, though the program "
+            "updates that group before other replays; its lengths are those of an earlier step (update the group "
+            "before every replay) [npu_fused_infer_attention_score]\n"
+        ),
+        references=(Reference("DSP-C25 the arguments a captured FIA call updates", f"{DISPATCHER}#dsp-c25"),),
+        no_fix=(
+            "The probe reports the replay; where the update belongs depends on the runner's step loop: update "
+            "the group before every replay that needs new lengths."
+        ),
+    ),
     "KVL599": RuleDoc(
         what=(
             'Reports that the probe itself failed on a call: a check, the reference comparison or a '

@@ -133,6 +133,8 @@ _TABLE: tuple[Rule, ...] = (
          "a tensor passed for an int/float/bool parameter: read on the host on every call"),
     Rule("KVL537", "probe-truncated-int-argument", ERROR,
          "a non-integral float tensor passed for an int parameter: the operator runs with the truncated value"),
+    Rule("KVL550", "probe-graph-replay-not-updated", WARNING,
+         "an NPU graph replay runs a task group no update refreshed since the previous replay"),
     Rule("KVL599", "probe-internal-error", WARNING, "the probe itself failed on a call"),
 )
 
