@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 import sys
 import types
 from pathlib import Path
@@ -141,6 +142,20 @@ def test_refuses_to_shadow_an_installed_torch_npu(
     monkeypatch.delitem(sys.modules, "torch_npu")
     importlib.invalidate_caches()
     with pytest.raises(RuntimeError, match=str(tmp_path)):
+        emulator.install()
+
+
+def test_a_folder_named_torch_npu_on_the_path_is_named_as_what_shadows_the_import(
+    torch_npu: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A ``torch_npu/`` folder without ``__init__.py`` in the working directory is a namespace package whose
+    spec has no origin: the message said "installed at None"."""
+    folder = tmp_path / "torch_npu"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch_npu")
+    importlib.invalidate_caches()
+    with pytest.raises(RuntimeError, match=re.escape(f"a folder named torch_npu at '{folder}' shadows the import")):
         emulator.install()
 
 

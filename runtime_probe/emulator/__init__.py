@@ -65,10 +65,7 @@ def install() -> types.ModuleType:
     if present is None:
         spec = importlib.machinery.PathFinder.find_spec(MODULE_NAME)
         if spec is not None:
-            raise RuntimeError(
-                f"a real torch_npu is installed at {spec.origin!r}; the kvlint emulator does not shadow it "
-                "(unset KVLINT_EMULATE)"
-            )
+            raise RuntimeError(_found_on_path(spec))
     if _libraries is None:
         device.install()
         _libraries = _register()
@@ -79,6 +76,17 @@ def install() -> types.ModuleType:
         sys.modules[f"{MODULE_NAME}.npu"] = npu
     torchair.install()
     return present
+
+
+def _found_on_path(spec: importlib.machinery.ModuleSpec) -> str:
+    """Why ``import torch_npu`` would not give the emulator: a real torch_npu, or a folder of that name."""
+    if spec.origin is None:  # a namespace package: a directory named torch_npu without __init__.py
+        folder = next(iter(spec.submodule_search_locations or []), "?")
+        return (f"a folder named torch_npu at {folder!r} shadows the import of torch_npu (it is on sys.path, "
+                "so `import torch_npu` would import that folder); rename it, or run from another directory, "
+                "to use the kvlint emulator")  # fmt: skip
+    return (f"a real torch_npu is installed at {spec.origin!r}; the kvlint emulator does not shadow it "
+            "(unset KVLINT_EMULATE)")  # fmt: skip
 
 
 def _register() -> dict[str, torch.library.Library]:
