@@ -4,13 +4,14 @@ On the device a replay runs the captured kernels without any Python call, and th
 ``graph_task_update_begin`` and ``graph_task_update_end`` rewrite the arguments of a captured task group
 (CANN's task-update mode): they compute nothing, read nothing and write nothing. So:
 
-- a call captured in a graph is value-checked, and remembered with the group it belongs to: its
+- a call captured in a graph is bound to its schema and remembered with the group it belongs to: its
   arguments are the graph's static buffers, read again at each replay;
 - a call issued during an update is an argument update: its arguments are validated (the signature and
   value checks), but it is placed in no step and its output (not computed yet) is not checked; it becomes
   the arguments its task runs with from the next replay on;
 - a replay has the graph's captured cache writes and attention calls judged in capture order, each with
   its group's latest arguments, on the buffers as they are at the replay (KVL505, KVL507, KVL509, KVL510);
+  not after ``NPUGraph.update(cpu_update_input=...)``, whose new arguments the probe does not follow;
 - KVL550: a replay runs a group that no update refreshed since the capture or the previous replay, while
   the program updates that group before other replays.
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 STALE = "KVL550"
 TASK_API = ("graph_task_group_begin", "graph_task_group_end", "graph_task_update_begin", "graph_task_update_end")
-GRAPH_METHODS = ("capture_begin", "capture_end", "replay")
+GRAPH_METHODS = ("capture_begin", "capture_end", "replay", "update")
 
 
 @dataclass
@@ -49,7 +50,8 @@ class Group:
 
     tasks: list[Task] = field(default_factory=list)
     latest: list[Task] | None = None
-    """The calls of the latest update: the arguments the group's tasks run with (None: the capture's)."""
+    """The calls of the latest update: the arguments the group's tasks run with (None: the capture's; a
+    task's ``call`` is None where the update was not value-checked)."""
     refreshed: bool = False
     """An update refreshed the group since the capture or the previous replay."""
     updates: int = 0
@@ -57,11 +59,15 @@ class Group:
     """(path, line, replay number) of the replays that ran the group unrefreshed before its first update."""
 
     def running(self) -> list[Task]:
-        """The tasks as a replay runs them: the latest update's calls where it has one per task."""
+        """The tasks as a replay runs them: the capture's calls until an update, then the latest update's
+        (a task whose update the probe did not read, or that matches no captured call, has unknown arguments)."""
         latest = self.latest
-        if latest is None or len(latest) != len(self.tasks):
+        if latest is None:
             return self.tasks
-        return [new if new.op == old.op else old for old, new in zip(self.tasks, latest)]
+        if len(latest) != len(self.tasks):
+            return [Task(old.op, old.path, old.line, None) for old in self.tasks]
+        return [new if new.op == old.op else Task(old.op, old.path, old.line, None)
+                for old, new in zip(self.tasks, latest)]  # fmt: skip
 
 
 @dataclass
@@ -71,6 +77,8 @@ class Graph:
     tasks: list[tuple[Task, Group | None]] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
     replays: int = 0
+    opaque: bool = False
+    """``NPUGraph.update(cpu_update_input=...)`` changed arguments the probe does not see: replays are not judged."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,12 @@ class Graphs:
     def capture_end(self) -> None:
         self._local.capture, self._local.groups = None, []
 
+    def graph_updated(self, graph: object) -> None:
+        """``NPUGraph.update``: new arguments, given as dicts the probe does not follow."""
+        known = self._graphs.get(id(graph))
+        if known is not None and known[0] is graph:
+            known[1].opaque = True
+
     def group_begin(self) -> None:
         capture = self.capturing()
         if capture is not None:
@@ -130,8 +144,7 @@ class Graphs:
             return []
         stale = [_stale(group, path, line, number) for path, line, number in group.unrefreshed]
         group.unrefreshed.clear()
-        calls: list[Task] = self._local.update_calls
-        group.latest = calls if all(task.call is not None for task in calls) else None
+        group.latest = self._local.update_calls
         group.refreshed = True
         group.updates += 1
         return stale

@@ -331,8 +331,7 @@ class Probe:
             known = self._signatures.get(key)
         except TypeError:  # an unhashable argument: no signature, every call is checked
             key, known = None, None
-        capturing = self._graphs.capturing() is not None  # a captured call is judged again at each replay
-        checked = known is None or compare or capturing or settings.value_checked(number)
+        checked = known is None or compare or settings.value_checked(number)
         ticket = _Ticket(name, path, line, number, checked, compare, update=self._graphs.updating())
         try:
             if checked:
@@ -341,15 +340,29 @@ class Probe:
                 ticket.validated = True
                 for code, message in known.findings:
                     self._report(ticket, code, message)
-                if ticket.update:
+                if ticket.update:  # arguments not read: the group's replays are not judged until the next
                     self._graphs.updated(graph_tasks.Task(name, path, line, None))
                     return ticket
+                captured = self._graphs.capturing() is not None
+                if captured:
+                    self._capture(modules, ticket, overload, args, kwargs)
                 self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
-                if ticket.write is not None:
+                if ticket.write is not None and not captured:  # a captured write is followed at its replays
                     modules.clock.caches.unfollowed_write(ticket.cache)
         except Exception as exc:
             self._internal(ticket, "checking the call", exc)
         return ticket
+
+    def _capture(self, modules: _Modules, ticket: _Ticket, overload: str, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:  # fmt: skip
+        """A call captured in an NPU graph, not value-checked: bound (no value is read) and remembered, to be
+        judged at each replay."""
+        live_call = modules.live_call
+        operator = lookup(ticket.op, overload)
+        bound = None if operator is None else live_call.bind(operator, args, kwargs)
+        if operator is not None and bound is not None:
+            call = live_call.LiveCall(operator, bound, live_call.is_concrete(list(bound.values())))
+            self._graphs.captured(graph_tasks.Task(ticket.op, ticket.path, ticket.line, call))
 
     def _remember(self, key: object, signature: _Signature) -> None:
         signatures = self._signatures
@@ -523,6 +536,8 @@ class Probe:
             graphs.capture_begin(args[0])
         elif name == "capture_end":
             graphs.capture_end()
+        elif name == "update":
+            graphs.graph_updated(args[0])
         elif name == "graph_task_group_begin":
             graphs.group_begin()
         elif name == "graph_task_group_end":
@@ -553,7 +568,7 @@ class Probe:
         for finding in stale:
             self.recorder.add(graph_tasks.STALE, finding.message, finding.op, finding.path, finding.line)
         modules = self._modules
-        if record is None or modules is None or not self.settings.value_checked(record.replays):
+        if record is None or record.opaque or modules is None or not self.settings.value_checked(record.replays):
             return
         tickets = []
         with modules.Invisible():

@@ -44,6 +44,14 @@ def test_the_replay_is_judged_with_the_updates_lengths(emulated, extra, code):
     assert sites(running, code) == {line("update")}
 
 
+def test_replays_are_judged_when_the_capture_and_the_updates_are_past_the_value_checked_calls(emulated):
+    """A graph captured after its warm-up (the same signature, not value-checked again) is still judged at
+    its first replays, with the lengths of the updates whose values were read."""
+    running, torch_npu = emulated(compare=False, value_first=1, value_every=0)
+    graph_decode.decode_graph(torch_npu, extra=1)
+    assert codes(running) == {"KVL510": 1}  # replay 1: its update was value-checked; the later ones were not
+
+
 def test_an_update_validates_its_arguments(emulated):
     running, torch_npu = emulated(compare=False)
     with pytest.raises(ValueError, match="must lie within"):  # the replay runs them, and the kernel refuses
@@ -68,6 +76,14 @@ def test_replays_before_the_first_update_are_reported_once_the_program_updates(e
     (stale,) = (f for f in running.recorder.findings.values() if f.code == "KVL550")
     assert "replay 1" in stale.message and "with the capture's arguments" in stale.message
     assert sites(running, "KVL509") == {line("attention")}  # the replay ran the captured call's lengths
+
+
+def test_replays_after_npugraph_update_are_not_judged_with_the_captured_lengths(emulated):
+    """NPUGraph.update(cpu_update_input=...) gives new lengths the probe does not follow: judging the
+    replays with the captured ones would report this step's token as not attended (KVL509)."""
+    running, torch_npu = emulated(compare=False)
+    graph_decode.decode_graph(torch_npu, graph_update=True)
+    assert codes(running) == {}
 
 
 def test_a_graph_never_updated_is_not_kvl550(emulated):

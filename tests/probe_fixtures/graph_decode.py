@@ -1,11 +1,13 @@
 """A decode step captured in an NPU graph, vllm-ascend's way: the graph writes this step's K/V through
 slots into a paged cache and attends in a task group; before each replay the program copies the step's
 inputs into the static buffers and updates the group's lengths (``graph_task_update_begin/_end``), which
-count the token the replay is about to write. The marked lines are the sites the probe must name.
+count the token the replay is about to write. The graph's body runs once eagerly before the capture (a
+warm-up). The marked lines are the sites the probe must name.
 
 ``extra`` is added to the lengths the updates give (0 is right, -1 the decode off-by-one, +1 one position
 past the written ones); ``skip`` lists the steps whose update the program forgets: their replay runs with
-the previous lengths.
+the previous lengths. With ``graph_update`` the lengths are given by ``NPUGraph.update(cpu_update_input=...)``
+instead (torch_npu's own graph tests).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ B, NQ, NKV, D, BLOCK, BLOCKS = 2, 4, 2, 16, 16, 4
 SCALE = D**-0.5
 
 
-def decode_graph(torch_npu, steps: int = 4, prompt: int = 3, extra: int = 0, skip: tuple[int, ...] = ()) -> None:
+def decode_graph(torch_npu, steps: int = 4, prompt: int = 3, extra: int = 0, skip: tuple[int, ...] = (),
+                 graph_update: bool = False) -> None:
     generator = torch.Generator().manual_seed(5)
     k_cache, v_cache = torch.zeros(BLOCKS, BLOCK, NKV, D), torch.zeros(BLOCKS, BLOCK, NKV, D)
     k_paged, v_paged = k_cache.view(BLOCKS, BLOCK, -1), v_cache.view(BLOCKS, BLOCK, -1)
@@ -39,16 +42,27 @@ def decode_graph(torch_npu, steps: int = 4, prompt: int = 3, extra: int = 0, ski
         torch_npu.npu_fused_infer_attention_score(q, k_paged, v_paged, actual_seq_lengths_kv=[prompt] * B, **geometry)  # noqa: E501  # prefill attention
         lengths = [prompt + 1] * B  # counting the token the step writes
         feed([prompt] * B)
-        graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()
-        with torch.npu.graph(graph):
+
+        def write() -> None:
             torch_npu._npu_reshape_and_cache(k, v, k_cache, v_cache, slots)  # graph write
-            torch.npu.graph_task_group_begin(stream)
+
+        def attention() -> None:
             torch_npu.npu_fused_infer_attention_score.out(q, k_paged, v_paged, actual_seq_lengths_kv=lengths, out=[out, lse], **geometry)  # noqa: E501  # graph attention
+
+        write()  # the warm-up before the capture
+        attention()
+        graph, stream = torch.npu.NPUGraph(), torch.npu.current_stream()
+        with torch.npu.graph(graph, auto_dispatch_capture=graph_update):
+            write()
+            torch.npu.graph_task_group_begin(stream)
+            attention()
             handle = torch.npu.graph_task_group_end(stream)
         lengths = [n + 1 for n in lengths]
         for step in range(1, steps):
             feed([n - 1 for n in lengths])
-            if step not in skip:
+            if graph_update:
+                graph.update(cpu_update_input=[{"actual_seq_lengths_kv": [n + extra for n in lengths]}])
+            elif step not in skip:
                 torch.npu.graph_task_update_begin(stream, handle)
                 torch_npu.npu_fused_infer_attention_score.out(q, k_paged, v_paged, actual_seq_lengths_kv=[n + extra for n in lengths], out=[out, lse], **geometry)  # noqa: E501  # graph update
                 torch.npu.graph_task_update_end(stream)
