@@ -92,11 +92,24 @@ class Stale:
     count: int = 1
 
 
+class _Thread(threading.local):
+    """A thread's capture and update in progress (class defaults: reading them raises nothing)."""
+
+    capture: Graph | None = None
+    groups: list[Group] = []
+    """The groups being captured; replaced by each capture, so this default is never appended to."""
+    update: Group | None = None
+    update_calls: list[Task] | None = None
+
+
 class Graphs:
-    """The probe's record of the graphs of this process; captures and updates are per thread."""
+    """The probe's record of the graphs of this process; captures and updates are per thread. ``_open``
+    counts the captures and updates in progress on any thread, so that a probed call asks its thread only
+    while there is one (the cost of every call outside graphs is one attribute read)."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
+        self._local = _Thread()
+        self._open = 0
         self._graphs: dict[int, tuple[object, Graph]] = {}
         self._handles: dict[int, tuple[object, Group]] = {}
         self._lock = threading.Lock()
@@ -106,9 +119,13 @@ class Graphs:
         record = Graph()
         with self._lock:
             self._graphs[id(graph)] = (graph, record)  # a graph captured again starts afresh
+        with self._lock:
+            self._open += self._local.capture is None
         self._local.capture, self._local.groups = record, []
 
     def capture_end(self) -> None:
+        with self._lock:
+            self._open -= self._local.capture is not None
         self._local.capture, self._local.groups = None, []
 
     def graph_updated(self, graph: object) -> None:
@@ -125,26 +142,30 @@ class Graphs:
             self._local.groups.append(group)
 
     def group_end(self, handle: object) -> None:
-        groups = getattr(self._local, "groups", None)
+        groups = self._local.groups
         if groups:
             with self._lock:
                 self._handles[id(handle)] = (handle, groups.pop())
 
     def update_begin(self, handle: object) -> None:
         known = self._handles.get(id(handle))
+        with self._lock:
+            self._open += self._local.update is None
         self._local.update = Group() if known is None or known[0] is not handle else known[1]
         self._local.update_calls = []
 
     def update_end(self) -> list[Stale]:
         """The group now runs the update's calls; the replays that ran it unrefreshed before this first
         update are stale (the program does update it)."""
-        group: Group | None = getattr(self._local, "update", None)
-        self._local.update = None
+        group = self._local.update
         if group is None:
             return []
+        with self._lock:
+            self._open -= 1
+        self._local.update = None
         stale = [_stale(group, path, line, number) for path, line, number in group.unrefreshed]
         group.unrefreshed.clear()
-        group.latest = self._local.update_calls
+        group.latest = self._local.update_calls or []
         group.refreshed = True
         group.updates += 1
         return stale
@@ -168,10 +189,10 @@ class Graphs:
 
     # -- the probed calls -----------------------------------------------------------------------------
     def capturing(self) -> Graph | None:
-        return getattr(self._local, "capture", None)
+        return self._local.capture if self._open else None
 
     def updating(self) -> bool:
-        return getattr(self._local, "update", None) is not None
+        return bool(self._open) and self._local.update is not None
 
     def captured(self, task: Task) -> None:
         capture = self.capturing()
@@ -184,7 +205,7 @@ class Graphs:
             group.tasks.append(task)
 
     def updated(self, task: Task) -> None:
-        calls = getattr(self._local, "update_calls", None)
+        calls = self._local.update_calls
         if calls is not None:
             calls.append(task)
 
