@@ -53,7 +53,7 @@ UPDATABLE: dict[tuple[str, str], frozenset[str]] = {
     ("_npu_paged_attention", "default"): frozenset({"context_lens"}),
 }
 """(operator, overload) with a capture handler in torch_npu -> the arguments ``NPUGraph.update(cpu_update_input=...)``
-updates by name (its handlers' ``UPDATE_SPECS``; docs/operators/dispatcher.md#dsp-c25)."""
+updates by name (its handlers' ``UPDATE_SPECS``; docs/operators/dispatcher.md#dsp-c25, #dsp-c26)."""
 
 
 @dataclass
