@@ -67,7 +67,8 @@ _CAPTURE_PATHS = {
 }
 
 
-@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode], ids=["no_grad", "inference_mode"])
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode, torch.enable_grad],
+                         ids=["no_grad", "inference_mode", "grad_enabled"])  # fmt: skip
 @pytest.mark.parametrize("path", sorted(_CAPTURE_PATHS))
 def test_every_capture_path_replays_equal_to_eager(torch_npu: types.ModuleType, mode: Any, path: str) -> None:
     """Whether an operator's output is a view is a run-time fact: under inference_mode a cast, a
