@@ -61,14 +61,19 @@ def test_the_command_and_the_flake8_plugin_run_without_pylint_installed(tmp_path
         "sys.meta_path.insert(0, Block())\n"
         "from kvlint.frontends.cli import main\n"
         "import kvlint.frontends.flake8_plugin\n"
-        "code = main(['--isolated', 'm.py'])\n"
+        "code = main(['--isolated', *sys.argv[1:], 'm.py'])\n"
         "assert not {'pylint', 'torch', 'libcst'} & set(sys.modules)\n"
         "sys.exit(code)\n"
     )
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "KVL102" in done.stdout and "Traceback" not in done.stderr
-    assert "install libcst" in done.stderr  # no [*] marker without the fix extra, and it says why
+    # A plain run (a pre-commit hook's) gets no [*] marker and no install hint it could not act on ...
+    assert "libcst" not in done.stderr
+    # ... which only --fix and --diff give, where the user asked for what libcst does.
+    for option in ("--fix", "--diff"):
+        asked = subprocess.run([sys.executable, "-c", blocker, option], capture_output=True, text=True, cwd=tmp_path)
+        assert asked.returncode == 2 and "pip install 'kvlint-ascend[fix]'" in asked.stderr, asked.stderr
 
 
 def test_the_license_is_the_apache_2_0_text_the_metadata_names() -> None:

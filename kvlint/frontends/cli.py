@@ -295,13 +295,9 @@ def _fixable(findings: list[Finding], results: list[FileResult], keep, settings:
     from kvlint.frontends.fixing import fixable_findings
 
     try:
-        fixable = fixable_findings(results, keep, settings, sources)
-    except FixUnavailable:
-        if fmt == "text":
-            print("kvlint: note: install libcst (pip install 'kvlint-ascend[fix]') to see which findings --fix "
-                  "can fix", file=sys.stderr)
+        return fixable_findings(results, keep, settings, sources)
+    except FixUnavailable:  # no marker; --fix and --diff say what to install, a plain run does not nag
         return set()
-    return fixable
 
 
 def _print_notes(results: list[FileResult], declined: dict[Finding, str], lines: SourceLines) -> None:
