@@ -224,3 +224,29 @@ def test_explain_takes_a_code_a_symbol_or_a_pylint_message_id(tmp_path: Path, na
 def test_explain_of_the_wrong_pylint_letter_is_a_usage_error(tmp_path: Path) -> None:
     out = kvlint("--explain", "W7201", cwd=tmp_path)
     assert out.returncode == 2 and "'W7201' is not a kvlint rule code, symbol or pylint message id" in out.stderr
+
+
+# --- small edges: an empty --explain, a --stdin-filename without '-', the exit codes in --help -------------
+
+def test_an_empty_explain_is_a_usage_error_not_a_run_over_the_current_folder(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    out = kvlint("--explain", "", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--explain: expected a rule code" in out.stderr and "KVL102" not in out.stderr
+
+
+def test_a_stdin_filename_without_the_dash_is_a_usage_error(tmp_path: Path) -> None:
+    """Editors that pass a path as well as --stdin-filename would otherwise get the saved file's findings for
+    the unsaved buffer they sent."""
+    (tmp_path / "m.py").write_text(CLEAN)
+    out = kvlint("--stdin-filename", "x.py", "m.py", cwd=tmp_path, stdin=BAD)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--stdin-filename names standard input" in out.stderr and "add '-'" in out.stderr
+    assert json_findings("--stdin-filename", "x.py", "-", "m.py", cwd=tmp_path, stdin=BAD) == [("x.py", 5, "KVL102")]
+
+
+def test_help_lists_the_exit_codes(tmp_path: Path) -> None:
+    out = kvlint("--help", cwd=tmp_path)
+    assert out.returncode == 0
+    listed = out.stdout.split("exit status:\n", 1)[1]
+    assert [line.split()[0] for line in listed.splitlines() if line.strip()] == ["0", "1", "2", "141"]

@@ -37,6 +37,13 @@ __all__ = ["FileResult", "build_parser", "discover", "format_text", "lint_file",
 
 STDIN = "-"
 
+EXIT_STATUS = """\
+exit status:
+  0    no findings (or --exit-zero)
+  1    findings; with --diff, fixes to apply
+  2    usage error, bad configuration, or a file that could not be read, analysed or written
+  141  the reader of the output went away (kvlint --list-rules | head -1)"""
+
 
 def _matches(code: str, patterns: Sequence[str]) -> bool:
     return any(code.startswith(pattern) for pattern in patterns)
@@ -76,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kvlint",
         description="Find misuse of Ascend torch_npu fused attention and KV-cache operators.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("paths", nargs="*", help="files or folders (default: .); '-' reads standard input")
     parser.add_argument("--stdin-filename", metavar="PATH",
@@ -188,8 +197,14 @@ def _lint_own_process(path: str, settings: Settings) -> FileResult:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.list_rules or args.explain:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.explain == "":
+        parser.error("argument --explain: expected a rule code, symbol or pylint message id, got ''")
+    if args.stdin_filename is not None and args.paths and STDIN not in args.paths:
+        parser.error(f"--stdin-filename names standard input, which is linted only when '{STDIN}' is among the "
+                     f"paths (or no path is given): add '{STDIN}' or drop --stdin-filename")
+    if args.list_rules or args.explain is not None:
         return _info(args)
     try:
         config = _configuration(args)
