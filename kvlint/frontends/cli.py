@@ -213,13 +213,27 @@ def _main(argv: Sequence[str] | None) -> int:
     select = [*(config.select if args.select is None else _flat(args.select))]
     if select:
         select += _flat(args.extend_select)
-    ignore = [*(config.ignore if args.ignore is None else _flat(args.ignore)), *_flat(args.extend_ignore)]
+    # The command line wins, as in ruff: --select starts the selection afresh (the configured select and ignore
+    # no longer apply), and a code --extend-select names is kept unless a more specific configured ignore drops it.
+    ignore = [*(_flat(args.ignore) or []), *_flat(args.extend_ignore)]
+    configured_ignore = list(config.ignore) if args.select is None and args.ignore is None else []
+    extended = _flat(args.extend_select)
+    asked = [*(_flat(args.select) or []), *extended]
     settings = config.settings()
+    overruled: dict[str, str] = {}
 
     def keep(finding: Finding) -> bool:
         if finding.code == "KVL000":
             return True
-        return selected(finding, select, ignore) and not _matches(finding.code, config.ignored_for(finding.path))
+        if not selected(finding, select, ignore):
+            return False
+        if _specificity(finding.code, configured_ignore) > _specificity(finding.code, extended):
+            return False
+        if not _matches(finding.code, config.ignored_for(finding.path)):
+            return True
+        if _matches(finding.code, asked):
+            overruled.setdefault(finding.code, finding.path)
+        return False
 
     paths = args.paths or ([STDIN] if args.stdin_filename else ["."])
     exclusion = _exclusion(args, config)
@@ -230,7 +244,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if not files and STDIN not in paths:
         print("kvlint: warning: no Python files found", file=sys.stderr)
     results += lint_files(files, settings, args.jobs, _lint_own_process)
-    return _report(args, results, keep, settings, lines, sources)
+    status = _report(args, results, keep, settings, lines, sources)
+    for code, path in sorted(overruled.items()):
+        print(f"kvlint: warning: {code} is selected on the command line, but per-file-ignores of {config.source} "
+              f"turn it off for {path} (and any other file they match)", file=sys.stderr)
+    return status
+
+
+def _specificity(code: str, patterns: Sequence[str]) -> int:
+    """The length of the longest of ``patterns`` that ``code`` starts with (0: none)."""
+    return max((len(pattern) for pattern in patterns if code.startswith(pattern)), default=0)
 
 
 def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusion, lines: SourceLines,
