@@ -286,6 +286,28 @@ def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, mon
     assert path.read_text(encoding="utf-8") == BAD_FILE
 
 
+def test_the_fix_count_leaves_out_fixes_a_file_did_not_take(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Three fixes in two files, one of which cannot be written: 'fixed 2', the failure named, exit 2."""
+    from kvlint.frontends import cli
+    from kvlint.frontends import fixing as fix
+
+    written, refused = tmp_path / "a.py", tmp_path / "b.py"
+    written.write_text(BAD_FILE, encoding="utf-8")  # KVL112 and KVL102: two fixes
+    refused.write_text(FIXED_FILE.replace("num_query_heads=8", "num_heads=8"), encoding="utf-8")  # KVL102: one
+
+    def read_only(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file) == str(refused):
+            raise PermissionError(13, "Permission denied")
+        return open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(fix, "open", read_only, raising=False)
+    assert cli.main(["--isolated", "--fix", str(written), str(refused)]) == 2
+    err = capsys.readouterr().err
+    assert written.read_text(encoding="utf-8") == FIXED_FILE
+    assert "kvlint: fixed 2 finding(s); 1 more could not be written" in err
+    assert f"{refused}: cannot write the fixes: Permission denied" in err
+
+
 def test_fix_and_diff_are_exclusive(tmp_path: Path) -> None:
     out = kvlint("--fix", "--diff", ".", cwd=tmp_path)
     assert out.returncode == 2 and "not allowed with argument" in out.stderr

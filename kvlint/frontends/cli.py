@@ -275,7 +275,7 @@ def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusi
 
 def _report(args: argparse.Namespace, results: list[FileResult], keep, settings: Settings, lines: SourceLines,
             sources: dict[str, str]) -> int:
-    fixed_count = 0
+    fixed_count = unwritten_count = 0
     fixable: set[Finding] = set()
     declined: dict[Finding, str] = {}
     stdin_fix = args.fix and any(r.path in sources for r in results)
@@ -288,6 +288,7 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
         except FixUnavailable as error:
             return _error(str(error))
         results, fixed_count, declined = report.results, report.fixed_count, report.declined
+        unwritten_count = report.unwritten_count
         for path, text in report.fixed_sources.items():
             lines.remember(path, text)
         if stdin_fix:  # the fixed text on standard output; the report goes to standard error
@@ -313,7 +314,8 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
         to_stdout = args.format == "text" and not args.output and not stdin_fix
         print(statistics(findings), end="", file=sys.stdout if to_stdout else sys.stderr)
     if args.fix:
-        print(f"kvlint: fixed {fixed_count} finding(s)", file=sys.stderr)
+        unwritten = f"; {unwritten_count} more could not be written (see the errors below)" if unwritten_count else ""
+        print(f"kvlint: fixed {fixed_count} finding(s){unwritten}", file=sys.stderr)
     elif fixable and args.format == "text":
         print(f"kvlint: {len(fixable)} finding(s) marked {FIXABLE_MARK} can be fixed with --fix", file=sys.stderr)
     _print_notes(results, {f: why for f, why in declined.items() if f in set(findings)}, lines)

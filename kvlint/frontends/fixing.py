@@ -79,6 +79,9 @@ class FixReport:
     """Per file: the findings left (re-linted where the text changed)."""
     diffs: list[str] = field(default_factory=list)
     fixed_count: int = 0
+    """Fixes made: written to their files, or (``--diff``, standard input) shown."""
+    unwritten_count: int = 0
+    """Fixes made in files that could not be written back (each such file has an error)."""
     declined: dict[Finding, str] = field(default_factory=dict)
     """Findings of fixable rules left unfixed, with the reason."""
     fixed_sources: dict[str, str] = field(default_factory=dict)
@@ -111,8 +114,8 @@ def apply_fixes(results: list[FileResult], keep: Callable[[Finding], bool], sett
             report.results.append(outcome.result)
             continue
         report.diffs.append(FixResult(result.path, outcome.original, outcome.fixed).diff())
-        report.fixed_count += outcome.applied
         if not write:
+            report.fixed_count += outcome.applied
             report.results.append(result)
             continue
         if sources and result.path in sources:
@@ -122,8 +125,10 @@ def apply_fixes(results: list[FileResult], keep: Callable[[Finding], bool], sett
                 _write(result.path, outcome.fixed)
             except OSError as error:
                 result.error = f"{result.path}: cannot write the fixes: {error.strerror or error}"
+                report.unwritten_count += outcome.applied
                 report.results.append(result)
                 continue
+        report.fixed_count += outcome.applied
         report.results.append(outcome.result)
     return report
 
