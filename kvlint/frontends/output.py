@@ -32,10 +32,16 @@ FIXABLE_MARK = "[*]"
 """Marks a text finding that ``kvlint --fix`` would fix, as ruff does."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with the line breaks a string literal can bring into a message written as ``\\n`` / ``\\r``,
+    so that one finding stays one line of the text report."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def format_text(finding: Finding, fixable: bool = False) -> str:
     mark = f"{FIXABLE_MARK} " if fixable else ""
-    return (f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {mark}{finding.message} "
-            f"[{finding.symbol}]")
+    message = one_line(finding.message)
+    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {mark}{message} [{finding.symbol}]"
 
 
 def render_text(findings: Iterable[Finding], fixable: Collection[Finding] = ()) -> str:
