@@ -8,6 +8,7 @@ linted and fixed again until a round changes nothing (at most ``MAX_ROUNDS`` rou
 
 from __future__ import annotations
 
+import io
 import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,7 +69,7 @@ def _write(path: str, text: str) -> None:
     """Write ``text`` in the file's own encoding (its PEP 263 cookie, else UTF-8)."""
     with open(path, "rb") as handle:
         raw = handle.read()
-    encoding, _ = tokenize.detect_encoding(iter(raw.splitlines(keepends=True)).__next__)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     with open(path, "wb") as handle:
         handle.write(text.encode(encoding))
 

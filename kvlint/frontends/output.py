@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
+from kvlint.analysis.source_lines import physical_lines
 from kvlint.catalogue.pages import doc_url, full_description, help_text, standalone_page
 from kvlint.catalogue.project import home_url
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
@@ -105,14 +106,14 @@ class SourceLines:
 
     def remember(self, path: str, text: str) -> None:
         """The text of ``path`` when it is not a file on disk (standard input)."""
-        self._cache[path] = text.splitlines()
+        self._cache[path] = physical_lines(text)
 
     def line(self, path: str, number: int) -> str | None:
         if path not in self._cache:
             try:
                 from kvlint.frontends.runner import read_source
 
-                self._cache[path] = read_source(path).splitlines()
+                self._cache[path] = physical_lines(read_source(path))
             except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
                 self._cache[path] = []
         lines = self._cache[path]
