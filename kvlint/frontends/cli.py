@@ -24,6 +24,7 @@ from kvlint.frontends.runner import (
     Exclusion,
     FileResult,
     Pattern,
+    decode_source,
     discover,
     lint_bytes,
     lint_file,
@@ -238,7 +239,7 @@ def _main(argv: Sequence[str] | None) -> int:
     paths = args.paths or ([STDIN] if args.stdin_filename else ["."])
     exclusion = _exclusion(args, config)
     lines = SourceLines()
-    sources: dict[str, str] = {}
+    sources: dict[str, bytes] = {}
     results = _lint_stdin(args, settings, exclusion, lines, sources) if STDIN in paths else []
     files = list(discover([p for p in paths if p != STDIN], exclusion, args.force_exclude))
     if not files and STDIN not in paths:
@@ -257,7 +258,7 @@ def _specificity(code: str, patterns: Sequence[str]) -> int:
 
 
 def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusion, lines: SourceLines,
-                sources: dict[str, str]) -> list[FileResult]:
+                sources: dict[str, bytes]) -> list[FileResult]:
     """Standard input, reported as ``--stdin-filename`` (or ``-``); with ``--force-exclude``, an excluded name
     is not linted."""
     path = args.stdin_filename or STDIN
@@ -269,12 +270,12 @@ def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusi
     result, text = lint_bytes(raw, path, settings)
     if text is not None:
         lines.remember(path, text)
-        sources[path] = text
+        sources[path] = raw
     return [result]
 
 
 def _report(args: argparse.Namespace, results: list[FileResult], keep, settings: Settings, lines: SourceLines,
-            sources: dict[str, str]) -> int:
+            sources: dict[str, bytes]) -> int:
     fixed_count = unwritten_count = 0
     fixable: set[Finding] = set()
     declined: dict[Finding, str] = {}
@@ -289,11 +290,13 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
             return _error(str(error))
         results, fixed_count, declined = report.results, report.fixed_count, report.declined
         unwritten_count = report.unwritten_count
-        for path, text in report.fixed_sources.items():
-            lines.remember(path, text)
-        if stdin_fix:  # the fixed text on standard output; the report goes to standard error
-            for path, text in sources.items():
-                sys.stdout.write(report.fixed_sources.get(path, text))
+        for path, data in report.fixed_sources.items():
+            lines.remember(path, decode_source(data, path))
+        if stdin_fix:  # the fixed bytes on standard output; the report goes to standard error
+            sys.stdout.flush()
+            for path, data in sources.items():
+                sys.stdout.buffer.write(report.fixed_sources.get(path, data))
+            sys.stdout.buffer.flush()
         if args.diff:
             _write("".join(report.diffs), args.output)
             _print_notes(results, {}, lines)
@@ -327,7 +330,7 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
 
 
 def _fixable(findings: list[Finding], results: list[FileResult], keep, settings: Settings,
-             sources: dict[str, str], fmt: str) -> set[Finding]:
+             sources: dict[str, bytes], fmt: str) -> set[Finding]:
     """The findings ``--fix`` would fix (a dry run), for the marker of the text and json formats."""
     if fmt not in ("text", "json") or not any(f.code in FIXABLE for f in findings):
         return set()
