@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the safe fixes as a unified diff instead of applying them (exit 1 if any)")
     info = parser.add_mutually_exclusive_group()
     info.add_argument("--explain", metavar="RULE",
-                      help="print the documentation of a rule (code, symbol or pylint message id)")
+                      help="print the documentation of a rule (code, symbol or pylint message id), or a page "
+                           "the rules cite (docs/operators/fused_infer_attention.md#fia-c13)")
     info.add_argument("--list-rules", action="store_true", help="print the table of rules")
     parser.add_argument("--version", action="version", version=f"kvlint {__version__}")
     return parser
@@ -172,7 +173,7 @@ def _write(text: str, output: str | None) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from kvlint.catalogue.pages import explain, rules_table
+    from kvlint.catalogue.pages import explain, is_page_name, rules_table
 
     if args.list_rules:
         print(rules_table())
@@ -180,6 +181,8 @@ def _info(args: argparse.Namespace) -> int:
     try:
         print(explain(args.explain), end="")
     except KeyError:
+        if is_page_name(args.explain):
+            return _error(f"'{args.explain}' is not a page of kvlint's documentation")
         return _error(f"'{args.explain}' is not a kvlint rule code, symbol or pylint message id "
                       "(see kvlint --list-rules)")
     return 0
