@@ -18,6 +18,7 @@ kvlint.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from setuptools import setup
@@ -35,6 +36,16 @@ START_FILES = {
 }
 
 
+DOCS = "docs"
+"""The documentation folder; a wheel carries its pages as ``kvlint/docs`` (``kvlint --explain docs/...`` prints
+them, ``kvlint.catalogue.pages.docs_folder``). An editable install reads them from the checkout."""
+
+
+def _doc_pages() -> list[str]:
+    return sorted(os.path.join(root, name) for root, _, names in os.walk(DOCS) for name in names
+                  if name.endswith(".md"))
+
+
 class BuildPyWithStartup(build_py):
     def run(self) -> None:
         super().run()
@@ -42,9 +53,16 @@ class BuildPyWithStartup(build_py):
             for name, content in START_FILES.items():
                 with open(os.path.join(self.build_lib, name), "w", encoding="utf-8") as handle:
                     handle.write(content)
+            for source in _doc_pages():
+                target = os.path.join(self.build_lib, "kvlint", source)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                self.copy_file(source, target)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        extra = [] if self.editable_mode else [os.path.join(self.build_lib, name) for name in START_FILES]
+        if self.editable_mode:
+            return super().get_outputs(include_bytecode)
+        extra = [os.path.join(self.build_lib, name) for name in START_FILES]
+        extra += [os.path.join(self.build_lib, "kvlint", source) for source in _doc_pages()]
         return super().get_outputs(include_bytecode) + extra
 
 
@@ -72,4 +90,36 @@ class EditableWheelWithStartup(editable_wheel):
         return _StrategyWithStartup(super()._select_strategy(name, tag, build_lib))
 
 
-setup(cmdclass={"build_py": BuildPyWithStartup, "editable_wheel": EditableWheelWithStartup})
+_RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+
+
+def package_index_readme(text: str) -> str:
+    """The README as the package index shows it (the long description). Its relative links resolve on the
+    repository's own pages only, and the metadata names no repository, so each becomes text that says where the
+    reader finds it: a rule page by its code (``kvlint --explain KVL201``), a documentation page by the command
+    that prints the copy the wheel ships, anything else (examples, benchmarks) as a path in the source
+    distribution."""
+
+    def rewrite(match: re.Match[str]) -> str:
+        label, target = match.groups()
+        plain = label.strip("`")
+        rule = re.fullmatch(r"docs/rules/(KVL\d{3})\.md", target)
+        if rule:
+            return plain if plain == rule.group(1) else f"{plain} (`kvlint --explain {rule.group(1)}`)"
+        if target.startswith(f"{DOCS}/") and target.partition("#")[0].endswith(".md"):
+            return f"{label} (`kvlint --explain {target}`)"
+        if plain == target:
+            return f"`{target}` (in the source distribution)"
+        return f"{label} (`{target}` in the source distribution)"
+
+    return _RELATIVE_LINK.sub(rewrite, text)
+
+
+def _long_description() -> str:
+    with open("README.md", encoding="utf-8") as handle:
+        return package_index_readme(handle.read())
+
+
+if __name__ == "__main__":
+    setup(cmdclass={"build_py": BuildPyWithStartup, "editable_wheel": EditableWheelWithStartup},
+          long_description=_long_description())

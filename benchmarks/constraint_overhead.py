@@ -6,7 +6,8 @@ the probe had before (every check of ``SIGNATURE_CHECKS`` and ``VALUE_CHECKS`` o
 emulator's ``constraints.refuse`` on the same arguments; for scale, the emulated operator call itself (the
 refusal included) on the same arguments. The figure is the median over rounds of the mean microseconds per call,
 and the refusal's share of the emulated call. Run:
-``python benchmarks/constraint_overhead.py [--rounds 7 --calls 2000 --kernel-calls 1]``.
+``python benchmarks/constraint_overhead.py [--rounds 7 --calls 2000 --kernel-calls 1] [--update-results]`` (the
+last writes the ``constraint_overhead`` section of benchmarks/RESULTS.md: command, date, load).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kvlint.runtime_probe.reference import constraints
 from kvlint.catalogue.operators import OPERATORS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 from probe_overhead import decode_case, prefill_case  # noqa: E402
 
 OP = OPERATORS["npu_fused_infer_attention_score"]
@@ -45,9 +47,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--kernel-calls", type=int, default=1, help="emulated operator calls per round")
+    parser.add_argument("--update-results", action="store_true", help="write the section of benchmarks/RESULTS.md")
     options = parser.parse_args()
+    machine = harness.machine()  # the load before the run
     operator = getattr(emulator.install(), OP.name)
-    print(f"{'shape':8} {'what':44} {'us/call':>8}")
+    table: list[str] = []
+
+    def show(line: str) -> None:
+        print(line, flush=True)
+        table.append(line)
+
+    show(f"{'shape':8} {'what':44} {'us/call':>8}")
     for shape, make_case in (("decode", decode_case), ("prefill", prefill_case)):
         args, keywords = make_case()
         bound = bind(OP, args, keywords)
@@ -74,9 +84,15 @@ def main() -> None:
         assert not any(measured["constraint checks KVL520-KVL537"]()), "the benchmark calls must be valid"
         medians = {what: statistics.median(values) for what, values in samples.items()}
         for what, value in medians.items():
-            print(f"{shape:8} {what:44} {value:8.1f}")
+            show(f"{shape:8} {what:44} {value:8.1f}")
         share = medians["emulator refusal (constraints.refuse)"] / medians[kernel]
-        print(f"{shape:8} {'refusal / emulated call':44} {share:8.1e}")
+        show(f"{shape:8} {'refusal / emulated call':44} {share:8.1e}")
+    if options.update_results:
+        command = (f"python benchmarks/constraint_overhead.py --rounds {options.rounds} --calls {options.calls} "
+                   f"--kernel-calls {options.kernel_calls}")
+        harness.update_results("constraint_overhead", "\n".join([
+            "### Cost of the documented-constraint checks (`benchmarks/constraint_overhead.py`)", "",
+            f"Command: `{command}`. Machine: {machine}", "", "```text", *table, "```"]))
 
 
 if __name__ == "__main__":

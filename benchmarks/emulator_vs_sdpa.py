@@ -15,18 +15,24 @@ a few dozen parallel torch operators per call and SDPA one, and with OpenMP's de
 waiting threads spin, so the ratio there measures the load, not the attention. Measure on a quiet machine,
 or single-threaded (``--threads 1``), or with ``OMP_WAIT_POLICY=PASSIVE``.
 
-``python benchmarks/emulator_vs_sdpa.py [--rounds 7] [--threads N] [--cases decode,paged,prefill] [--dtypes float32,...]``
+``python benchmarks/emulator_vs_sdpa.py [--rounds 7] [--threads N] [--cases decode,paged,prefill] [--dtypes float32,...]
+[--update-results]`` (the last writes the ``emulator_vs_sdpa`` section of benchmarks/RESULTS.md: command, date, load)
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from kvlint.runtime_probe import emulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 
 HEADS, KV_HEADS, DIM = 32, 8, 128
 DECODE_BATCH, CACHED, BLOCK = 8, 4096, 128
@@ -127,22 +133,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: torch's choice)")
+    parser.add_argument("--update-results", action="store_true", help="write the section of benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
+    machine = harness.machine()  # the load before the run
     if args.threads:
         torch.set_num_threads(args.threads)
     npu = emulator.install()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; medians of {args.rounds} rounds; "
-          f"seconds per call (CPU time of this process / wall time)")  # fmt: skip
-    print(f"{'case':<10}{'dtype':<10}{'emulator':>18}{'SDPA':>18}{'CPU ratio':>11}{'wall ratio':>12}  target <= {TARGET}")
+    table: list[str] = []
+
+    def show(line: str) -> None:
+        print(line, flush=True)
+        table.append(line)
+
+    show(f"torch {torch.__version__}, {torch.get_num_threads()} threads; medians of {args.rounds} rounds; "
+         f"seconds per call (CPU time of this process / wall time)")  # fmt: skip
+    show(f"{'case':<10}{'dtype':<10}{'emulator':>18}{'SDPA':>18}{'CPU ratio':>11}{'wall ratio':>12}  target <= {TARGET}")
     worst = 0.0
     for case in args.cases.split(","):
         for name in args.dtypes.split(","):
             ours, sdpa = CASES[case](npu, DTYPES[name])
             m = measure(ours, sdpa, args.rounds)
             worst = max(worst, m["ratio"])
-            print(f"{case:<10}{name:<10}{m['cpu']:>9.4f}/{m['wall']:<8.4f}{m['sdpa_cpu']:>9.4f}/{m['sdpa_wall']:<8.4f}"
-                  f"{m['ratio']:>11.2f}{m['wall_ratio']:>12.2f}", flush=True)  # fmt: skip
-    print(f"worst CPU ratio {worst:.2f} ({'within' if worst <= TARGET else 'ABOVE'} the target {TARGET})")
+            show(f"{case:<10}{name:<10}{m['cpu']:>9.4f}/{m['wall']:<8.4f}{m['sdpa_cpu']:>9.4f}/{m['sdpa_wall']:<8.4f}"
+                 f"{m['ratio']:>11.2f}{m['wall_ratio']:>12.2f}")  # fmt: skip
+    show(f"worst CPU ratio {worst:.2f} ({'within' if worst <= TARGET else 'ABOVE'} the target {TARGET})")
+    if args.update_results:
+        command = " ".join(["python benchmarks/emulator_vs_sdpa.py", f"--rounds {args.rounds}",
+                            *([f"--threads {args.threads}"] if args.threads else []),
+                            f"--cases {args.cases}", f"--dtypes {args.dtypes}"])
+        harness.update_results("emulator_vs_sdpa", "\n".join([
+            "### The emulator's attention against torch's SDPA (`benchmarks/emulator_vs_sdpa.py`)", "",
+            f"Command: `{command}`. Machine: {machine}", "", "```text", *table, "```"]))
     return 0
 
 

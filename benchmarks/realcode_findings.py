@@ -174,7 +174,7 @@ def render_findings(result: Findings, machine: str) -> str:
                      f"{counts['debatable']} | {counts['unjudged']} |")
     table.append(f"| **all** | **{sum(totals.values())}** | **{totals['true']}** | **{totals['false']}** | "
                  f"**{totals['debatable']}** | **{totals['unjudged']}** |")
-    repos = ["| repository | commit | held out | .py files | lines | findings | false | false / 10k lines |",
+    repos = ["| repository | commit | held out until issue 13 | .py files | lines | findings | false | false / 10k lines |",
              "|---|---|---|---|---|---|---|---|"]
     for repo in result.repos:
         rate = 1e4 * repo["false"] / repo["lines"] if repo["lines"] else 0.0
@@ -200,7 +200,7 @@ def render_findings(result: Findings, machine: str) -> str:
         "",
         f"- **false findings per 10k lines: {rate:.3f}** ({false} in {lines} lines; target <= "
         f"{FALSE_PER_10K_TARGET}: {'met' if rate <= FALSE_PER_10K_TARGET else 'missed'}); on the {len(held)} "
-        f"held-out trees alone: {1e4 * held_false / held_lines if held_lines else 0.0:.3f} ({held_false} in "
+        f"trees held out until issue 13 alone (tuned on since, so no longer unseen code): {1e4 * held_false / held_lines if held_lines else 0.0:.3f} ({held_false} in "
         f"{held_lines} lines, {sum(r['findings'] for r in held)} findings).",
         "",
         *repos,

@@ -224,3 +224,58 @@ def test_explain_takes_a_code_a_symbol_or_a_pylint_message_id(tmp_path: Path, na
 def test_explain_of_the_wrong_pylint_letter_is_a_usage_error(tmp_path: Path) -> None:
     out = kvlint("--explain", "W7201", cwd=tmp_path)
     assert out.returncode == 2 and "'W7201' is not a kvlint rule code, symbol or pylint message id" in out.stderr
+
+
+# --- small edges: an empty --explain, a --stdin-filename without '-', the exit codes in --help -------------
+
+def test_an_empty_explain_is_a_usage_error_not_a_run_over_the_current_folder(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(BAD)
+    out = kvlint("--explain", "", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--explain: expected a rule code" in out.stderr and "KVL102" not in out.stderr
+
+
+def test_a_stdin_filename_without_the_dash_is_a_usage_error(tmp_path: Path) -> None:
+    """Editors that pass a path as well as --stdin-filename would otherwise get the saved file's findings for
+    the unsaved buffer they sent."""
+    (tmp_path / "m.py").write_text(CLEAN)
+    out = kvlint("--stdin-filename", "x.py", "m.py", cwd=tmp_path, stdin=BAD)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--stdin-filename names standard input" in out.stderr and "add '-'" in out.stderr
+    assert json_findings("--stdin-filename", "x.py", "-", "m.py", cwd=tmp_path, stdin=BAD) == [("x.py", 5, "KVL102")]
+
+
+def test_help_lists_the_exit_codes(tmp_path: Path) -> None:
+    out = kvlint("--help", cwd=tmp_path)
+    assert out.returncode == 0
+    listed = out.stdout.split("exit status:\n", 1)[1]
+    assert [line.split()[0] for line in listed.splitlines() if line.strip()] == ["0", "1", "2", "141"]
+
+
+# --- the command line wins over the configuration ----------------------------------------------------------
+
+def test_a_code_selected_on_the_command_line_is_reported_though_the_configuration_ignores_it(tmp_path: Path) -> None:
+    """As in ruff: --select starts the selection afresh; --extend-select wins over an ignore no more specific."""
+    (tmp_path / "m.py").write_text(BAD)
+    (tmp_path / "pyproject.toml").write_text('[tool.kvlint]\nignore = ["KVL102"]\n')
+    plain = subprocess.run([sys.executable, "-m", "kvlint", "--format", "json", "m.py"], capture_output=True,
+                           text=True, cwd=tmp_path, check=False)
+    assert plain.returncode == 0 and json.loads(plain.stdout) == []
+    for option in ("--select", "--extend-select"):
+        for chosen in ("KVL102", "KVL1"):
+            out = subprocess.run([sys.executable, "-m", "kvlint", "--format", "json", option, chosen, "m.py"],
+                                 capture_output=True, text=True, cwd=tmp_path, check=False)
+            found = [(f["line"], f["code"]) for f in json.loads(out.stdout)]
+            wins = option == "--select" or chosen == "KVL102"  # --extend-select KVL1 is less specific than KVL102
+            assert found == ([(5, "KVL102")] if wins else []), (option, chosen)
+
+
+def test_per_file_ignores_that_turn_off_a_code_the_command_line_selects_say_so(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "m.py").write_text(BAD)
+    (tmp_path / "pyproject.toml").write_text('[tool.kvlint]\nper-file-ignores = {"tests/*" = ["KVL102"]}\n')
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--select", "KVL102", "tests"], capture_output=True,
+                         text=True, cwd=tmp_path, check=False)
+    assert out.returncode == 0 and out.stdout == ""
+    assert "warning: KVL102 is selected on the command line, but per-file-ignores of" in out.stderr
+    assert "pyproject.toml turn it off for tests/m.py" in out.stderr

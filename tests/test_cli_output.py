@@ -191,3 +191,16 @@ def test_flake8_and_pylint_keep_their_hosts_byte_columns(tmp_path: Path) -> None
                              "--enable=kvlint", "--output-format=json", "--score=n", "wide.py"],
                             capture_output=True, text=True, cwd=tmp_path)
     assert json.loads(pylint.stdout)[0]["column"] == 82  # pylint's columns are 0-based
+
+
+def test_a_line_break_from_a_string_literal_stays_inside_its_text_finding(tmp_path: Path) -> None:
+    """One finding, one line: the layout literal's newline is written as \\n (json keeps the message's text)."""
+    (tmp_path / "m.py").write_text('import torch_npu\n\n\ndef attend(q, k, v):\n    return torch_npu.'
+                                   'npu_fused_infer_attention_score(q, k, v, num_heads=8, scale=0.1, '
+                                   'input_layout="BS\\nND")\n')
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "m.py"], capture_output=True, text=True,
+                         cwd=tmp_path, check=False)
+    assert out.stdout.count("\n") == 1 and "input_layout 'BS\\nND' is not accepted" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "--format", "json", "m.py"],
+                         capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert "'BS\nND'" in json.loads(out.stdout)[0]["message"]

@@ -286,6 +286,28 @@ def test_a_file_that_cannot_be_written_is_an_error_naming_it(tmp_path: Path, mon
     assert path.read_text(encoding="utf-8") == BAD_FILE
 
 
+def test_the_fix_count_leaves_out_fixes_a_file_did_not_take(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Three fixes in two files, one of which cannot be written: 'fixed 2', the failure named, exit 2."""
+    from kvlint.frontends import cli
+    from kvlint.frontends import fixing as fix
+
+    written, refused = tmp_path / "a.py", tmp_path / "b.py"
+    written.write_text(BAD_FILE, encoding="utf-8")  # KVL112 and KVL102: two fixes
+    refused.write_text(FIXED_FILE.replace("num_query_heads=8", "num_heads=8"), encoding="utf-8")  # KVL102: one
+
+    def read_only(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file) == str(refused):
+            raise PermissionError(13, "Permission denied")
+        return open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(fix, "open", read_only, raising=False)
+    assert cli.main(["--isolated", "--fix", str(written), str(refused)]) == 2
+    err = capsys.readouterr().err
+    assert written.read_text(encoding="utf-8") == FIXED_FILE
+    assert "kvlint: fixed 2 finding(s); 1 more could not be written" in err
+    assert f"{refused}: cannot write the fixes: Permission denied" in err
+
+
 def test_fix_and_diff_are_exclusive(tmp_path: Path) -> None:
     out = kvlint("--fix", "--diff", ".", cwd=tmp_path)
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
@@ -378,3 +400,51 @@ def test_diff_applies_with_git_apply(tmp_path: Path, target: str) -> None:
     (tmp_path / "fix.patch").write_text(out.stdout, encoding="utf-8")
     subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True, capture_output=True)
     assert kvlint("--diff", "src/m.py", cwd=tmp_path).stdout == ""
+
+
+# --- bytes: a fix changes only the bytes of what it fixes -------------------------------------------------
+
+V2_CALL = b"    return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_heads=8, softmax_scale=0.1)\n"
+
+
+def _bytes_file(comment: bytes, cookie: bytes = b"") -> bytes:
+    return cookie + b"import torch_npu\n# " + comment + b"\n\n\ndef attend(q, k, v):\n" + V2_CALL
+
+
+def _run_bytes(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "kvlint", "--isolated", *args], capture_output=True, cwd=cwd,
+                          input=stdin, check=False)
+
+
+def test_a_file_that_does_not_decode_losslessly_is_not_fixed_and_says_why(tmp_path: Path) -> None:
+    """A latin-1 byte in a comment, no coding line: CPython runs the file and kvlint lints it, but writing the
+    decoded text back would turn 0xE9 into U+FFFD, a change --diff would not show."""
+    original = _bytes_file(b"caf\xe9")
+    path = tmp_path / "m.py"
+    path.write_bytes(original)
+    why = b"m.py: not fixed: byte 0xe9 on line 2 is not utf-8"
+    fixed = _run_bytes("--fix", "m.py", cwd=tmp_path)
+    assert path.read_bytes() == original
+    assert fixed.returncode == 1 and b"KVL102" in fixed.stdout and why in fixed.stderr
+    diff = _run_bytes("--diff", "m.py", cwd=tmp_path)
+    assert diff.stdout == b"" and why in diff.stderr
+    assert b"[*]" not in _run_bytes("m.py", cwd=tmp_path).stdout  # nothing is marked that --fix will not fix
+    piped = _run_bytes("--fix", "-", "--stdin-filename", "m.py", cwd=tmp_path, stdin=original)
+    assert piped.stdout == original and why in piped.stderr
+
+
+@pytest.mark.parametrize(("cookie", "comment"), [
+    (b"# -*- coding: latin-1 -*-\n", b"caf\xe9"),
+    (b"# coding=gbk\n", "注意力".encode("gbk")),
+    (b"", "注意力\r".encode("utf-8")),
+])
+def test_a_fix_keeps_every_byte_it_does_not_fix(tmp_path: Path, cookie: bytes, comment: bytes) -> None:
+    """On disk and on standard output (which wrote the fixed text in UTF-8 whatever the file declared)."""
+    original = _bytes_file(comment, cookie)
+    expected = original.replace(b"num_heads=8", b"num_query_heads=8")
+    path = tmp_path / "m.py"
+    path.write_bytes(original)
+    assert b"fixed 1 finding(s)" in _run_bytes("--fix", "m.py", cwd=tmp_path).stderr
+    assert path.read_bytes() == expected
+    piped = _run_bytes("--fix", "-", cwd=tmp_path, stdin=original)
+    assert piped.stdout == expected, piped.stderr

@@ -123,3 +123,73 @@ def test_pylint_front_end_skips_a_module_it_cannot_walk_with_a_warning(monkeypat
     module = AstroidBuilder(MANAGER).string_build("import torch_npu\n", modname="deep", path="deep_module.py")
     assert families.module_findings(module) == []
     assert "deep_module.py: skipped: valid Python nested deeper" in capsys.readouterr().err
+
+
+# --- what ast.parse accepts and CPython's compiler refuses, and where ---------------------------------------
+
+COMPILER_REFUSALS = {
+    "repeated_keyword.py": ("import torch_npu\n\n\ndef attend(q, k, v):\n"
+                            "    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8,\n"
+                            "                                                     scale=0.1, num_heads=9)\n",
+                            6, 65, "keyword argument repeated: num_heads"),
+    "nonlocal_without_binding.py": ("import torch_npu\n\n\ndef outer():\n    def inner():\n        nonlocal heads\n"
+                                    "        heads = 8\n    return torch_npu.npu_fused_infer_attention_score\n",
+                                    6, 9, "no binding for nonlocal 'heads' found"),
+    "return_outside_function.py": ("import torch_npu\n\nheads = 8\nreturn heads\n", 4, 1, "'return' outside function"),
+    "global_after_use.py": ("import torch_npu\n\n\ndef attend():\n    heads = 8\n    global heads\n"
+                            "    return torch_npu.npu_fused_infer_attention_score\n",
+                            6, 5, "name 'heads' is assigned to before global declaration"),
+}
+
+
+def _refusals(tmp_path: Path) -> dict[str, Path]:
+    paths = {}
+    for name, (text, *_) in COMPILER_REFUSALS.items():
+        paths[name] = tmp_path / name
+        paths[name].write_text(text, encoding="utf-8")
+    return paths
+
+
+def test_the_premise_ast_parse_accepts_what_the_compiler_refuses() -> None:
+    import ast
+
+    for name, (text, line, column, reason) in COMPILER_REFUSALS.items():
+        ast.parse(text)
+        with pytest.raises(SyntaxError) as refused:
+            compile(text, name, "exec", dont_inherit=True)
+        assert (refused.value.msg, refused.value.lineno, refused.value.offset) == (reason, line, column), name
+
+
+def test_a_file_the_compiler_refuses_is_one_kvl000_at_the_offending_position(tmp_path: Path) -> None:
+    paths = _refusals(tmp_path)
+    for name, path in paths.items():
+        _, line, column, reason = COMPILER_REFUSALS[name]
+        [finding] = lint_file(str(path)).findings
+        assert (finding.code, finding.line, finding.column + 1) == ("KVL000", line, column), name
+        assert reason in finding.message
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", *map(str, paths.values())],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 1
+    for name, path in paths.items():
+        _, line, column, reason = COMPILER_REFUSALS[name]
+        assert f"{path}:{line}:{column}: KVL000 cannot parse the file: {reason}" in out.stdout
+
+
+def test_flake8_reports_the_compilers_refusal_it_does_not_report_itself(tmp_path: Path) -> None:
+    """flake8 reports E999 only where ast.parse fails (and then runs no plugin)."""
+    paths = _refusals(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "flake8", "--select", "KVL,E999", "--format",
+                          "%(path)s:%(row)d:%(col)d:%(code)s", *map(str, paths.values())],
+                         capture_output=True, text=True, check=False)
+    assert sorted(out.stdout.split()) == sorted(
+        f"{path}:{COMPILER_REFUSALS[name][1]}:{COMPILER_REFUSALS[name][2]}:KVL000" for name, path in paths.items())
+
+
+def test_an_undecodable_file_is_kvl000_at_the_byte_cpython_names(files: dict[str, Path]) -> None:
+    """GBK bytes in a string literal of a UTF-8 file: line 4, not 1:1."""
+    [finding] = lint_file(str(files["gbk_string.py"])).findings
+    assert (finding.code, finding.line) == ("KVL000", 4)
+    assert "cannot decode the file" in finding.message and "'utf-8' codec can't decode byte" in finding.message
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--isolated", "-"], input=files["gbk_string.py"].read_bytes(),
+                         capture_output=True, check=False)
+    assert out.stdout.startswith(b"-:4:") and b"KVL000 cannot parse the file: cannot decode the input" in out.stdout

@@ -56,3 +56,40 @@ def test_kvl307_says_where_the_repeat_happened_and_that_the_kv_head_count_contra
     """, "KVL307")
     assert "(repeated at line 6, in widen())" in message
     assert "num_key_value_heads=kv_heads now contradicts the repeated tensor" in message
+
+
+def test_kvl309_names_where_the_cumulative_lengths_and_the_layout_were_set() -> None:
+    """A real backend: the cumsum in another method, the layout string in __init__. Without the lines the
+    message named only the variable."""
+    [message] = _messages("""
+        import torch
+        import torch_npu
+
+        class Backend:
+            def __init__(self, heads):
+                self.heads = heads
+                self.layout = "BSND"
+
+            def prepare(self, seq_lens):
+                self.cu_lens = torch.cumsum(seq_lens, dim=0)
+
+            def forward(self, q, k, v):
+                out, _ = torch_npu.npu_fused_infer_attention_score(
+                    q, k, v, num_heads=self.heads, scale=0.1, input_layout=self.layout,
+                    actual_seq_lengths=self.cu_lens,
+                )
+                return out
+    """, "KVL309")
+    assert "cumulative lengths (self.cu_lens built at line 11)" in message
+    assert "input_layout 'BSND' (set at line 8) takes one length per batch" in message
+
+
+def test_kvl309_says_when_the_layout_is_the_operators_default() -> None:
+    [message] = _messages("""
+        import torch_npu
+
+        def decode(q, k_cache, v_cache, attn_metadata):
+            return torch_npu.npu_incre_flash_attention(q, k_cache, v_cache, num_heads=8, scale_value=0.1,
+                                                       actual_seq_lengths=attn_metadata.cu_seqlens_k)
+    """, "KVL309")
+    assert "input_layout 'BSH' (the operator's default)" in message

@@ -5,6 +5,7 @@ front-end tests run from the unpacked sdist."""
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import shutil
 import subprocess
 import sys
@@ -61,14 +62,19 @@ def test_the_command_and_the_flake8_plugin_run_without_pylint_installed(tmp_path
         "sys.meta_path.insert(0, Block())\n"
         "from kvlint.frontends.cli import main\n"
         "import kvlint.frontends.flake8_plugin\n"
-        "code = main(['--isolated', 'm.py'])\n"
+        "code = main(['--isolated', *sys.argv[1:], 'm.py'])\n"
         "assert not {'pylint', 'torch', 'libcst'} & set(sys.modules)\n"
         "sys.exit(code)\n"
     )
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "KVL102" in done.stdout and "Traceback" not in done.stderr
-    assert "install libcst" in done.stderr  # no [*] marker without the fix extra, and it says why
+    # A plain run (a pre-commit hook's) gets no [*] marker and no install hint it could not act on ...
+    assert "libcst" not in done.stderr
+    # ... which only --fix and --diff give, where the user asked for what libcst does.
+    for option in ("--fix", "--diff"):
+        asked = subprocess.run([sys.executable, "-c", blocker, option], capture_output=True, text=True, cwd=tmp_path)
+        assert asked.returncode == 2 and "pip install 'kvlint-ascend[fix]'" in asked.stderr, asked.stderr
 
 
 def test_the_license_is_the_apache_2_0_text_the_metadata_names() -> None:
@@ -113,3 +119,62 @@ def test_the_installed_wheel_passes_the_front_end_tests_run_from_the_sdist() -> 
                           timeout=1800)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     assert " passed" in done.stdout and " failed" not in done.stdout
+
+
+# --- references that resolve where the user reads them ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(target), str(ROOT)], check=True, capture_output=True, timeout=600)
+    [built] = target.glob("*.whl")
+    return built
+
+
+def test_every_page_explain_cites_is_in_the_wheel_and_explain_prints_it(wheel: Path, tmp_path: Path) -> None:
+    """Installed from the wheel and run away from any checkout, every ``kvlint --explain docs/...`` that a rule
+    page names prints that page (the pages said 'in its source tree', which the wheel did not contain)."""
+    installed = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(installed), str(wheel)],
+                   check=True, capture_output=True, timeout=600)
+    script = (
+        "import re, sys\n"
+        "from pathlib import Path\n"
+        "from kvlint.catalogue import pages\n"
+        "from kvlint.catalogue.rules import DOCUMENTED_RULES\n"
+        "assert Path(pages.docs_folder()).is_relative_to(Path(sys.argv[1]).resolve()), pages.docs_folder()\n"
+        "cited = {name for entry in DOCUMENTED_RULES\n"
+        "         for name in re.findall(r'`kvlint --explain (docs/[^`]+)`', pages.explain(entry.code))}\n"
+        "assert cited and all(' in its source tree' not in pages.explain(e.code) for e in DOCUMENTED_RULES)\n"
+        "for name in sorted(cited):\n"
+        "    text = pages.explain(name)\n"
+        "    anchor = name.partition('#')[2]\n"
+        "    assert f'<a id=\"{anchor}\"></a>' in text, name\n"
+        "print(len(cited))\n"
+    )
+    env = {"PYTHONPATH": str(installed), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", script, str(installed)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 10
+    out = subprocess.run([sys.executable, "-m", "kvlint", "--explain", "docs/semantics.md"], capture_output=True,
+                         text=True, cwd=tmp_path, env=env, check=False)
+    assert out.returncode == 0 and out.stdout.startswith("# Reference semantics")
+
+
+def test_the_package_index_page_has_no_relative_link(wheel: Path) -> None:
+    """The README's docs/rules/ links broke on the package index page: its long description says where each
+    page is instead (the metadata names no repository to make them absolute against)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode("utf-8")
+    description = metadata.split("\n\n", 1)[1]
+    assert "## Rules" in description and "| KVL201 |" in description
+    assert "](docs/rules/KVL201.md)" in (ROOT / "README.md").read_text(encoding="utf-8")  # as GitHub shows it
+    links = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert all(link.startswith(("https://", "http://", "#")) for link in links), links
+    assert "`kvlint --explain docs/semantics.md#sem-d15`" in description
+    assert "`benchmarks/RESULTS.md` (in the source distribution)" in description

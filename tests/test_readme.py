@@ -8,6 +8,7 @@ from pathlib import Path
 from kvlint.catalogue.rules import DOCUMENTED_RULES, RULES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = README.parent
 _ROW = re.compile(r"^\| \[(KVL\d{3})\]\(docs/rules/KVL\d{3}\.md\) \| ([a-z0-9-]+) \| (error|warning) \|", re.MULTILINE)
 
 
@@ -50,3 +51,22 @@ def test_install_section_states_the_name_collision() -> None:
     for fact in ("`pip install kvlint`", "prefix-cache", "0.1.1", '`pip install "kvlint[probe]"`', "silently drops",
                  "`pip install -U kvlint`", "`pip uninstall kvlint`", "--force-reinstall kvlint-ascend"):
         assert fact in section, fact
+
+
+def test_the_probe_extra_comes_with_the_cpu_index_command_and_the_scripts_install_the_cpu_build() -> None:
+    """``pip install "kvlint-ascend[probe]"`` alone resolves torch's CUDA build on Linux (several GB, for a CPU
+    emulator). The install section gives PyTorch's CPU index command before the extra, in one code block, and
+    scripts/setup-env pins the ``+cpu`` build, which only that index has."""
+    text = README.read_text(encoding="utf-8")
+    install = text.split("## Install", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```bash\n(.*?)^```$", install, re.MULTILINE | re.DOTALL)
+    cpu = "pip install torch --index-url https://download.pytorch.org/whl/cpu\n"
+    assert any(cpu in block and block.index(cpu) < block.find('pip install "kvlint-ascend[probe]"') for block in blocks)
+    torch_installs = [line for path in (ROOT / "scripts").iterdir() if path.is_file()
+                      for line in path.read_text(encoding="utf-8").splitlines()
+                      if "pip install" in line and "torch" in line]
+    assert torch_installs
+    for line in torch_installs:
+        assert "torch==2.13.0+cpu" in line and "TORCH_CPU_INDEX" in line, line
+    assert 'TORCH_CPU_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"' in (
+        ROOT / "scripts" / "setup-env").read_text(encoding="utf-8")

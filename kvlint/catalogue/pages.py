@@ -43,11 +43,45 @@ def _relative_link(ref: Reference) -> str:
 
 def _located_line(ref: Reference) -> str:
     """A line that is useful outside the repository's rendered docs (``kvlint --explain``, SARIF help): the
-    title, then the published URL when the metadata gives one, else the path in kvlint's source tree."""
+    title, then the published URL when the metadata gives one, else the command that prints the page kvlint
+    ships (``kvlint --explain docs/operators/fused_infer_attention.md#fia-c20``)."""
     base = docs_url()
     if base:
         return f"- [{_escape(ref.title)}]({base}{posixpath.relpath(ref.doc, 'docs')}) (kvlint's operator contract)"
-    return f"- {ref.title} (kvlint's operator contract: `{ref.doc}` in its source tree)"
+    return f"- {ref.title} (kvlint's operator contract; `kvlint --explain {ref.doc}` prints it)"
+
+
+def docs_folder() -> Path:
+    """The documentation kvlint ships: ``kvlint/docs`` in an installed wheel (setup.py copies ``docs/`` there),
+    else the source tree's ``docs/`` (a checkout, an editable install)."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "docs"
+    return shipped if shipped.is_dir() else package.parent / "docs"
+
+
+def is_page_name(name: str) -> bool:
+    """Whether ``--explain`` was given a documentation page (``docs/semantics.md#sem-d2``), not a rule."""
+    return name.partition("#")[0].endswith(".md")
+
+
+def page(name: str) -> str:
+    """A page of kvlint's documentation by its path (``docs/operators/fused_infer_attention.md``, ``docs/``
+    optional); with ``#anchor``, the numbered item or section that anchor starts. KeyError when there is none."""
+    path, _, anchor = name.removeprefix("docs/").partition("#")
+    folder = docs_folder().resolve()
+    target = (folder / path).resolve()
+    if not target.is_relative_to(folder) or not target.is_file():
+        raise KeyError(name)
+    text = target.read_text(encoding="utf-8")
+    marker = f'<a id="{anchor}"></a>'
+    if not anchor or marker not in text:
+        return text
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if marker in line)
+    end = next((i for i in range(start + 1, len(lines)) if '<a id="' in lines[i] or lines[i].startswith("#")),
+               len(lines))
+    section = "\n".join(lines[start:end]).rstrip() + "\n"
+    return f"From docs/{path} (the whole page: kvlint --explain docs/{path}):\n\n{section}"
 
 
 def _reference(ref: Reference, contract_line: Callable[[Reference], str]) -> str:
@@ -158,8 +192,10 @@ _BY_PYLINT_ID = {entry.pylint_msgid: entry for entry in STATIC_RULES if entry.py
 
 
 def explain(code_or_symbol: str) -> str:
-    """The page of a rule (static or probe) by code, symbol or pylint message id (``E7201``); KeyError when
-    there is none."""
+    """The page of a rule (static or probe) by code, symbol or pylint message id (``E7201``), or a page the rule
+    pages cite (``docs/operators/fused_infer_attention.md#fia-c13``); KeyError when there is none."""
+    if is_page_name(code_or_symbol):
+        return page(code_or_symbol)
     entry = _BY_PYLINT_ID.get(code_or_symbol.upper()) or rule(code_or_symbol)
     if entry not in DOCUMENTED_RULES:
         raise KeyError(code_or_symbol)

@@ -97,8 +97,11 @@ def _decode_example(lengths: str) -> str:
 
 DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
-        what="Reports a file that CPython itself refuses to compile, with the parser's reason and position. "
-             "A file CPython runs is never KVL000: bytes that do not decode inside comments (GBK comments "
+        what="Reports a file that CPython itself refuses to compile, with the compiler's reason, at the line "
+             "and column it names (the undecodable byte of a file that does not decode). The check is "
+             "`compile()`, so it also catches what the parser accepts and the compiler refuses: a call that "
+             "repeats a keyword (`num_heads=8, ..., num_heads=9`), `return` outside a function, `nonlocal` "
+             "without a binding, `global` after a use. A file CPython runs is never KVL000: bytes that do not decode inside comments (GBK comments "
              "in a UTF-8 file, which CPython's compiler does not decode) are replaced before linting, and "
              "valid code nested deeper than the parser can follow (a generated 2,500-term sum) is skipped "
              "with a warning naming the file.",

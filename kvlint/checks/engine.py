@@ -50,18 +50,33 @@ class Unanalysable(Exception):
         super().__init__(f"{path}: skipped: valid Python nested deeper than kvlint's parser can follow")
 
 
-def cpython_refusal(source: str | bytes, path: str) -> str | None:
-    """Why CPython refuses to compile the file (as ``import`` would), or None when it compiles."""
+def cpython_refusal(source: str | bytes, path: str) -> Exception | None:
+    """Why CPython refuses to compile the file (as ``import`` would), or None when it compiles. ``ast.parse``
+    accepts some of what the compiler refuses: a call repeating a keyword, ``return`` outside a function,
+    ``nonlocal`` without a binding, ``global`` after a use."""
     try:
         compile(source, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        return f"{type(error).__name__}: {error}"
+        return error
     return None
 
 
 def syntax_error(path: str, line: int, column: int, reason: str) -> Finding:
     line = max(line, 1)
     return Finding(path, line, column, line, column, "KVL000", f"cannot parse the file: {reason}")
+
+
+def refused(path: str, error: BaseException, context: str = "") -> Finding:
+    """The KVL000 of a file CPython refuses, at the line and column CPython names (1:1 when it names none).
+    ``context``: what kvlint was doing (``cannot decode the file``)."""
+    if isinstance(error, SyntaxError):
+        line, column, reason = error.lineno or 1, max((error.offset or 1) - 1, 0), error.msg
+    elif isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
+        line = error.object.count(b"\n", 0, error.start) + 1
+        column, reason = error.start - (error.object.rfind(b"\n", 0, error.start) + 1), str(error)
+    else:
+        line, column, reason = 1, 0, f"{type(error).__name__}: {error}"
+    return syntax_error(path, line, column, f"{context}: {reason}" if context else reason)
 
 
 class _OwnTextBuilder(AstroidBuilder):
@@ -86,8 +101,8 @@ def build_tree(source: str, path: str) -> nodes.Module:
 
 
 def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
-    """Lint one file's text. A file that does not parse gives one KVL000 finding; valid code astroid cannot
-    build or kvlint cannot walk raises Unanalysable."""
+    """Lint one file's text. A file that does not parse, or that CPython's compiler refuses, gives one KVL000
+    finding; valid code astroid cannot build or kvlint cannot walk raises Unanalysable."""
     if not may_have_findings(source, settings):
         return []
     try:
@@ -101,7 +116,10 @@ def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -
         refusal = cpython_refusal(source, path)
         if refusal is None:
             raise Unanalysable(path) from error
-        return [syntax_error(path, 1, 0, refusal)]
+        return [refused(path, refusal)]
+    refusal = cpython_refusal(source, path)
+    if refusal is not None:
+        return [refused(path, refusal)]
     try:
         return analyze(module, path, settings)
     except RecursionError as error:

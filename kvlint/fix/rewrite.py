@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
+from kvlint.analysis.source_lines import physical_lines
 from kvlint.catalogue.rules import FIXABLE
 
 
@@ -51,7 +52,7 @@ class FixResult:
         else:
             old, new = f"a/{relative}", f"b/{relative}"
         return "".join(difflib.unified_diff(
-            self.original.splitlines(keepends=True), self.fixed.splitlines(keepends=True), fromfile=old, tofile=new,
+            physical_lines(self.original, keepends=True), physical_lines(self.fixed, keepends=True), fromfile=old, tofile=new,
         ))
 
 
@@ -79,7 +80,7 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
     from kvlint.fix.planner import Planner
 
     planner = Planner(source, path, wrappers or {})
-    lines = source.splitlines()
+    lines = physical_lines(source)
     applied, declined = [], {}
     for finding in wanted:
         start = (finding.line, _char_column(lines, finding.line, finding.column))

@@ -24,6 +24,7 @@ from kvlint.frontends.runner import (
     Exclusion,
     FileResult,
     Pattern,
+    decode_source,
     discover,
     lint_bytes,
     lint_file,
@@ -36,6 +37,13 @@ __all__ = ["FileResult", "build_parser", "discover", "format_text", "lint_file",
            "selected"]
 
 STDIN = "-"
+
+EXIT_STATUS = """\
+exit status:
+  0    no findings (or --exit-zero)
+  1    findings; with --diff, fixes to apply
+  2    usage error, bad configuration, or a file that could not be read, analysed or written
+  141  the reader of the output went away (kvlint --list-rules | head -1)"""
 
 
 def _matches(code: str, patterns: Sequence[str]) -> bool:
@@ -76,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kvlint",
         description="Find misuse of Ascend torch_npu fused attention and KV-cache operators.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("paths", nargs="*", help="files or folders (default: .); '-' reads standard input")
     parser.add_argument("--stdin-filename", metavar="PATH",
@@ -116,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the safe fixes as a unified diff instead of applying them (exit 1 if any)")
     info = parser.add_mutually_exclusive_group()
     info.add_argument("--explain", metavar="RULE",
-                      help="print the documentation of a rule (code, symbol or pylint message id)")
+                      help="print the documentation of a rule (code, symbol or pylint message id), or a page "
+                           "the rules cite (docs/operators/fused_infer_attention.md#fia-c13)")
     info.add_argument("--list-rules", action="store_true", help="print the table of rules")
     parser.add_argument("--version", action="version", version=f"kvlint {__version__}")
     return parser
@@ -162,7 +173,7 @@ def _write(text: str, output: str | None) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from kvlint.catalogue.pages import explain, rules_table
+    from kvlint.catalogue.pages import explain, is_page_name, rules_table
 
     if args.list_rules:
         print(rules_table())
@@ -170,6 +181,8 @@ def _info(args: argparse.Namespace) -> int:
     try:
         print(explain(args.explain), end="")
     except KeyError:
+        if is_page_name(args.explain):
+            return _error(f"'{args.explain}' is not a page of kvlint's documentation")
         return _error(f"'{args.explain}' is not a kvlint rule code, symbol or pylint message id "
                       "(see kvlint --list-rules)")
     return 0
@@ -188,8 +201,14 @@ def _lint_own_process(path: str, settings: Settings) -> FileResult:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.list_rules or args.explain:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.explain == "":
+        parser.error("argument --explain: expected a rule code, symbol or pylint message id, got ''")
+    if args.stdin_filename is not None and args.paths and STDIN not in args.paths:
+        parser.error(f"--stdin-filename names standard input, which is linted only when '{STDIN}' is among the "
+                     f"paths (or no path is given): add '{STDIN}' or drop --stdin-filename")
+    if args.list_rules or args.explain is not None:
         return _info(args)
     try:
         config = _configuration(args)
@@ -198,28 +217,51 @@ def _main(argv: Sequence[str] | None) -> int:
     select = [*(config.select if args.select is None else _flat(args.select))]
     if select:
         select += _flat(args.extend_select)
-    ignore = [*(config.ignore if args.ignore is None else _flat(args.ignore)), *_flat(args.extend_ignore)]
+    # The command line wins, as in ruff: --select starts the selection afresh (the configured select and ignore
+    # no longer apply), and a code --extend-select names is kept unless a more specific configured ignore drops it.
+    ignore = [*(_flat(args.ignore) or []), *_flat(args.extend_ignore)]
+    configured_ignore = list(config.ignore) if args.select is None and args.ignore is None else []
+    extended = _flat(args.extend_select)
+    asked = [*(_flat(args.select) or []), *extended]
     settings = config.settings()
+    overruled: dict[str, str] = {}
 
     def keep(finding: Finding) -> bool:
         if finding.code == "KVL000":
             return True
-        return selected(finding, select, ignore) and not _matches(finding.code, config.ignored_for(finding.path))
+        if not selected(finding, select, ignore):
+            return False
+        if _specificity(finding.code, configured_ignore) > _specificity(finding.code, extended):
+            return False
+        if not _matches(finding.code, config.ignored_for(finding.path)):
+            return True
+        if _matches(finding.code, asked):
+            overruled.setdefault(finding.code, finding.path)
+        return False
 
     paths = args.paths or ([STDIN] if args.stdin_filename else ["."])
     exclusion = _exclusion(args, config)
     lines = SourceLines()
-    sources: dict[str, str] = {}
+    sources: dict[str, bytes] = {}
     results = _lint_stdin(args, settings, exclusion, lines, sources) if STDIN in paths else []
     files = list(discover([p for p in paths if p != STDIN], exclusion, args.force_exclude))
     if not files and STDIN not in paths:
         print("kvlint: warning: no Python files found", file=sys.stderr)
     results += lint_files(files, settings, args.jobs, _lint_own_process)
-    return _report(args, results, keep, settings, lines, sources)
+    status = _report(args, results, keep, settings, lines, sources)
+    for code, path in sorted(overruled.items()):
+        print(f"kvlint: warning: {code} is selected on the command line, but per-file-ignores of {config.source} "
+              f"turn it off for {path} (and any other file they match)", file=sys.stderr)
+    return status
+
+
+def _specificity(code: str, patterns: Sequence[str]) -> int:
+    """The length of the longest of ``patterns`` that ``code`` starts with (0: none)."""
+    return max((len(pattern) for pattern in patterns if code.startswith(pattern)), default=0)
 
 
 def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusion, lines: SourceLines,
-                sources: dict[str, str]) -> list[FileResult]:
+                sources: dict[str, bytes]) -> list[FileResult]:
     """Standard input, reported as ``--stdin-filename`` (or ``-``); with ``--force-exclude``, an excluded name
     is not linted."""
     path = args.stdin_filename or STDIN
@@ -231,13 +273,13 @@ def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusi
     result, text = lint_bytes(raw, path, settings)
     if text is not None:
         lines.remember(path, text)
-        sources[path] = text
+        sources[path] = raw
     return [result]
 
 
 def _report(args: argparse.Namespace, results: list[FileResult], keep, settings: Settings, lines: SourceLines,
-            sources: dict[str, str]) -> int:
-    fixed_count = 0
+            sources: dict[str, bytes]) -> int:
+    fixed_count = unwritten_count = 0
     fixable: set[Finding] = set()
     declined: dict[Finding, str] = {}
     stdin_fix = args.fix and any(r.path in sources for r in results)
@@ -250,11 +292,14 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
         except FixUnavailable as error:
             return _error(str(error))
         results, fixed_count, declined = report.results, report.fixed_count, report.declined
-        for path, text in report.fixed_sources.items():
-            lines.remember(path, text)
-        if stdin_fix:  # the fixed text on standard output; the report goes to standard error
-            for path, text in sources.items():
-                sys.stdout.write(report.fixed_sources.get(path, text))
+        unwritten_count = report.unwritten_count
+        for path, data in report.fixed_sources.items():
+            lines.remember(path, decode_source(data, path))
+        if stdin_fix:  # the fixed bytes on standard output; the report goes to standard error
+            sys.stdout.flush()
+            for path, data in sources.items():
+                sys.stdout.buffer.write(report.fixed_sources.get(path, data))
+            sys.stdout.buffer.flush()
         if args.diff:
             _write("".join(report.diffs), args.output)
             _print_notes(results, {}, lines)
@@ -275,7 +320,8 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
         to_stdout = args.format == "text" and not args.output and not stdin_fix
         print(statistics(findings), end="", file=sys.stdout if to_stdout else sys.stderr)
     if args.fix:
-        print(f"kvlint: fixed {fixed_count} finding(s)", file=sys.stderr)
+        unwritten = f"; {unwritten_count} more could not be written (see the errors below)" if unwritten_count else ""
+        print(f"kvlint: fixed {fixed_count} finding(s){unwritten}", file=sys.stderr)
     elif fixable and args.format == "text":
         print(f"kvlint: {len(fixable)} finding(s) marked {FIXABLE_MARK} can be fixed with --fix", file=sys.stderr)
     _print_notes(results, {f: why for f, why in declined.items() if f in set(findings)}, lines)
@@ -287,7 +333,7 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
 
 
 def _fixable(findings: list[Finding], results: list[FileResult], keep, settings: Settings,
-             sources: dict[str, str], fmt: str) -> set[Finding]:
+             sources: dict[str, bytes], fmt: str) -> set[Finding]:
     """The findings ``--fix`` would fix (a dry run), for the marker of the text and json formats."""
     if fmt not in ("text", "json") or not any(f.code in FIXABLE for f in findings):
         return set()
@@ -295,13 +341,9 @@ def _fixable(findings: list[Finding], results: list[FileResult], keep, settings:
     from kvlint.frontends.fixing import fixable_findings
 
     try:
-        fixable = fixable_findings(results, keep, settings, sources)
-    except FixUnavailable:
-        if fmt == "text":
-            print("kvlint: note: install libcst (pip install 'kvlint-ascend[fix]') to see which findings --fix "
-                  "can fix", file=sys.stderr)
+        return fixable_findings(results, keep, settings, sources)
+    except FixUnavailable:  # no marker; --fix and --diff say what to install, a plain run does not nag
         return set()
-    return fixable
 
 
 def _print_notes(results: list[FileResult], declined: dict[Finding, str], lines: SourceLines) -> None:

@@ -1,7 +1,9 @@
 """The flake8 plugin (entry point ``KVL`` in the ``flake8.extension`` group).
 
 flake8 hands over the file's lines; the engine parses them with astroid. flake8 itself reports files that
-do not parse (E999) and handles ``# noqa``, ``--select``, ``--extend-ignore`` and ``--per-file-ignores``.
+do not parse (E999, and then runs no plugin) and handles ``# noqa``, ``--select``, ``--extend-ignore`` and
+``--per-file-ignores``; the plugin's KVL000 reports the files ``ast.parse`` accepts and CPython's compiler
+refuses (a call repeating a keyword, ``return`` outside a function).
 The plugin adds two options (command line or ``[flake8]`` in setup.cfg / tox.ini / .flake8):
 ``--kv-len-names`` and ``--extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``,
 several separated by commas or newlines). ``# kvlint: disable=...`` comments are honoured as in the CLI, and
@@ -87,6 +89,5 @@ class Plugin:
             for warning in warn_about(self.filename, suppressions):
                 print(f"kvlint: warning: {warning}", file=sys.stderr)
             findings = suppressions.filter(findings, honour_noqa=self.honour_noqa)
-        for finding in findings:
-            if finding.code != "KVL000":
-                yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)
+        for finding in findings:  # flake8 reports E999 and runs no plugin where ast.parse fails: a KVL000
+            yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)  # is the compiler's

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
+from kvlint.analysis.source_lines import physical_lines
 from kvlint.catalogue.pages import doc_url, full_description, help_text, standalone_page
 from kvlint.catalogue.project import home_url
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
@@ -32,10 +33,16 @@ FIXABLE_MARK = "[*]"
 """Marks a text finding that ``kvlint --fix`` would fix, as ruff does."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with the line breaks a string literal can bring into a message written as ``\\n`` / ``\\r``,
+    so that one finding stays one line of the text report."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def format_text(finding: Finding, fixable: bool = False) -> str:
     mark = f"{FIXABLE_MARK} " if fixable else ""
-    return (f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {mark}{finding.message} "
-            f"[{finding.symbol}]")
+    message = one_line(finding.message)
+    return f"{finding.path}:{finding.line}:{finding.column + 1}: {finding.code} {mark}{message} [{finding.symbol}]"
 
 
 def render_text(findings: Iterable[Finding], fixable: Collection[Finding] = ()) -> str:
@@ -99,14 +106,14 @@ class SourceLines:
 
     def remember(self, path: str, text: str) -> None:
         """The text of ``path`` when it is not a file on disk (standard input)."""
-        self._cache[path] = text.splitlines()
+        self._cache[path] = physical_lines(text)
 
     def line(self, path: str, number: int) -> str | None:
         if path not in self._cache:
             try:
                 from kvlint.frontends.runner import read_source
 
-                self._cache[path] = read_source(path).splitlines()
+                self._cache[path] = physical_lines(read_source(path))
             except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
                 self._cache[path] = []
         lines = self._cache[path]

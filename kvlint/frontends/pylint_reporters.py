@@ -58,7 +58,7 @@ class SarifReporter(BaseReporter):
             description = definitions[0].description.strip() or msg.symbol
         except (AttributeError, LookupError, IndexError):  # no linter attached, or an unknown message id
             pass
-        return RuleDescriptor(id=msg.msg_id, name=msg.symbol, short=description.splitlines()[0],
+        return RuleDescriptor(id=msg.msg_id, name=msg.symbol, short=description.partition("\n")[0],
                               full=description, help_text=description, level=level, tags=("pylint",))
 
     def display_messages(self, layout: Section | None) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings
-from kvlint.checks.engine import Unanalysable, cpython_refusal, lint_source, syntax_error
+from kvlint.checks.engine import Unanalysable, cpython_refusal, lint_source, refused
 from kvlint.frontends.suppression import read_suppressions, warn_about
 
 DEFAULT_EXCLUDE: tuple[str, ...] = (
@@ -154,14 +154,16 @@ def lint_text(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> 
 
 def decode_source(raw: bytes, path: str) -> str:
     """Bytes decoded as Python decodes a module (PEP 263 coding cookie, else UTF-8); undecodable bytes that
-    CPython's compiler accepts (they are in comments) are replaced, otherwise the decoding error is raised."""
+    CPython's compiler accepts (they are in comments) are replaced, otherwise CPython's own error (a
+    ``SyntaxError`` naming the line) is raised."""
     encoding = "utf-8"
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)  # reads at most two lines
         return raw.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError):
-        if cpython_refusal(raw, path) is not None:
-            raise
+    except (SyntaxError, UnicodeDecodeError) as error:
+        refusal = cpython_refusal(raw, path)
+        if refusal is not None:
+            raise (refusal if isinstance(refusal, SyntaxError) else error) from None
     return raw.decode(encoding, errors="replace")
 
 
@@ -171,7 +173,7 @@ def lint_bytes(raw: bytes, path: str, settings: Settings = DEFAULT_SETTINGS) -> 
     try:
         source = decode_source(raw, path)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        return FileResult(path, [syntax_error(path, 1, 0, f"cannot decode the input: {error}")]), None
+        return FileResult(path, [refused(path, error, "cannot decode the input")]), None
     try:
         return lint_text(source, path, settings), source
     except Unanalysable as skipped:
@@ -191,7 +193,7 @@ def lint_file(path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
     except OSError as error:
         return FileResult(path, error=f"{path}: cannot read: {error.strerror or error}")
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        return FileResult(path, [syntax_error(path, 1, 0, f"cannot decode the file: {error}")])
+        return FileResult(path, [refused(path, error, "cannot decode the file")])
     try:
         return lint_text(source, path, settings)
     except Unanalysable as skipped:

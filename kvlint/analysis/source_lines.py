@@ -1,0 +1,27 @@
+"""A file's lines as Python's tokenizer counts them.
+
+``str.splitlines()`` also ends a line at a form feed, a vertical tab, U+001C-U+001E, U+0085 (NEL), U+2028 and
+U+2029. Python's tokenizer, ast, astroid, flake8 and editors' line numbers do not: only ``\\n``, ``\\r\\n``
+and ``\\r`` end a line. One of those characters in a comment would shift every later line by one, so a finding's
+columns would be read from the wrong line and ``--fix`` would not find its expression. Every part of kvlint that
+reads a line by its number reads it from here.
+"""
+
+from __future__ import annotations
+
+import re
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def physical_lines(text: str, keepends: bool = False) -> list[str]:
+    """``text`` split where Python's tokenizer ends a line (``\\n``, ``\\r\\n``, ``\\r``), like
+    ``str.splitlines`` otherwise: no empty last line after a final line break."""
+    lines: list[str] = []
+    start = 0
+    for match in _LINE_BREAK.finditer(text):
+        lines.append(text[start:match.end() if keepends else match.start()])
+        start = match.end()
+    if start < len(text):
+        lines.append(text[start:])
+    return lines
