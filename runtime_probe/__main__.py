@@ -11,7 +11,8 @@ folder stands for the ``*.json`` files in it.
 Exit status: 0, or 1 when an error-level finding was reported; 3 when a report could not be read (missing,
 not JSON, not a probe report) or a rank's report is missing from the set (fewer ranks than ``WORLD_SIZE``).
 The others are still merged and summarised, and the error names the file or the rank. When the reader
-of the summary goes away (``--merge ... | head``), the merge stops quietly with status 141.
+of the summary goes away (``--merge ... | head``), the merge stops quietly with status 141. 2 when the
+merged report cannot be written to ``-o OUT`` (the error names the path).
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ import runpy
 import sys
 from pathlib import Path
 
-from kvlint.runtime_probe.report import ReportError, merge, missing_ranks, read_report, summary, write_json
+from kvlint.runtime_probe.report import ReportError, WriteError, merge, missing_ranks, read_report, summary, write_json
 
 from kvlint import _startup
 from kvlint.catalogue.rules import ERROR
 from kvlint.console import quiet_on_broken_pipe
 
 USAGE = "python -m kvlint.runtime_probe SCRIPT [ARGS...] | --merge REPORTS... [-o OUT]"
-FINDINGS, INCOMPLETE = 1, 3
+FINDINGS, UNWRITTEN, INCOMPLETE = 1, 2, 3
 _TAGGED = re.compile(r"\.(rank\d+|pid\d+)(\.pid\d+)?$")
 
 
@@ -73,7 +74,11 @@ def merge_reports(argv: list[str]) -> int:
     for error in errors:
         print(f"kvlint-probe: error: {error}", file=sys.stderr)
     if options.output is not None:
-        write_json(report, options.output)
+        try:
+            write_json(report, options.output)
+        except WriteError as error:
+            print(f"kvlint-probe: error: {error}", file=sys.stderr)
+            return UNWRITTEN
     if errors:
         return INCOMPLETE
     return FINDINGS if any(finding["severity"] == ERROR for finding in report["findings"]) else 0

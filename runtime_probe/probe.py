@@ -24,7 +24,8 @@ time per call is measured and reported. Activation imports no torch: the torch-u
 first probed call.
 
 Every process writes its own report (``config``): a forked child starts with empty counters and writes
-at its exit, multiprocessing's included.
+at its exit, multiprocessing's included. The report is kept current on disk while the program runs, and
+written at the signals that end it (``keeper``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from kvlint.runtime_probe import ProbeError, config
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
-from kvlint.runtime_probe.report import Recorder, summary, write_json
+from kvlint.runtime_probe.keeper import WAIT_FOR_WRITER, Keeper
+from kvlint.runtime_probe.report import Recorder, check_writable, summary
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
 from kvlint.catalogue.operators import INFERENCE_ATTENTION, Operator, lookup
@@ -163,6 +165,9 @@ class Probe:
         """This process is a fork of the one that activated the probe."""
         self._finished: int | None = None
         """The pid that wrote the report (an inherited atexit handler must not write it twice)."""
+        self.keeper = Keeper(self.report, self.report_file, self._wanted, self._busy, settings.report_every)
+        self._keeping = settings.report_path is not None
+        """The report is rewritten while the program runs."""
 
     # -- activation ---------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -201,6 +206,7 @@ class Probe:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._finished = None
+        self.keeper.reset()
         multiprocessing_util = sys.modules.get("multiprocessing.util")
         if multiprocessing_util is not None:  # a multiprocessing child leaves through os._exit, not atexit
             multiprocessing_util.register_after_fork(self, Probe._finish_with_multiprocessing)
@@ -210,8 +216,8 @@ class Probe:
         sys.modules["multiprocessing.util"].Finalize(self, self.finish, exitpriority=10)
 
     # -- the report ---------------------------------------------------------------------------------
-    def report(self) -> dict[str, Any]:
-        """The JSON report of what this process saw so far."""
+    def report(self, complete: bool = False) -> dict[str, Any]:
+        """The JSON report of what this process saw so far (``complete``: taken at its normal exit)."""
         report: dict[str, Any] = self.recorder.as_json()
         modules = self._modules
         if modules is not None:
@@ -227,7 +233,16 @@ class Probe:
             "rank": int(rank) if rank.isdigit() else None, "world_size": int(world) if world.isdigit() else None,
             "operator_calls": sum(site["calls"] for site in report["sites"]),  # type: ignore[misc]
         }
+        report["complete"] = complete
+        report["interrupted"] = self.keeper.interrupted
         return report
+
+    def _wanted(self, report: dict[str, Any]) -> bool:
+        """A worker writes a report only when it made calls."""
+        return bool(report["sites"]) or not self.worker()
+
+    def _busy(self) -> bool:
+        return getattr(self._local, "busy", False)
 
     def worker(self) -> bool:
         """A process started by another probed process (and not a rank of its own): a pid-suffixed report."""
@@ -252,13 +267,10 @@ class Probe:
             return
         self._finished = os.getpid()
         try:
-            report = self.report()
-            path = self.report_file()
-            if not report["sites"] and (self.worker() or path is None):
+            report = self.keeper.write(final=True, wait=WAIT_FOR_WRITER)
+            if report is None or not report["sites"] and (self.worker() or self.report_file() is None):
                 return
             print(summary(report), file=sys.stderr)
-            if path is not None:
-                write_json(report, path)
         except Exception as exc:
             print(f"kvlint: probe could not write its report: {exc!r}", file=sys.stderr)
 
@@ -294,6 +306,8 @@ class Probe:
             if ticket is not None:
                 self.recorder.finish_call(name, ticket.path, ticket.line, ticket.validated,
                                           time.perf_counter() - started - ticket.seconds)
+                if self._keeping:
+                    self.keeper.after_call(None if ticket.step is None else ticket.step.number)
             local.busy = False
 
     def _load(self) -> _Modules:
@@ -555,5 +569,11 @@ def activate_from_env() -> Probe | None:
         os.environ[config.PARENT_VARIABLE] = str(os.getpid())
         _EXPORTED = True
     probe = activate(settings)
+    path = probe.report_file()
+    problem = None if path is None else check_writable(path.parent)
+    if problem is not None:
+        print(f"kvlint: KVLINT_PROBE_REPORT: cannot write in {path.parent} ({problem}): the probe runs, but its "
+              f"report {path} will be lost unless the folder becomes writable", file=sys.stderr)
+    probe.keeper.install_handlers()
     atexit.register(probe.finish)
     return probe
