@@ -16,6 +16,8 @@ sync) run on sampled calls: the first ``KVLINT_PROBE_VALUE_FIRST`` calls of each
 (default 5) while the program runs (``keeper``), made per-rank (``path.rank3.json``) when ``RANK`` or
 ``LOCAL_RANK`` is set; a process started by a probed process (a spawned or forked worker, which inherits
 ``KVLINT_PROBE_PARENT``) adds its pid (``path.pid4242.json``), so no process overwrites another's report.
+Each process that makes a probed call adds its report's name to ``path.processes`` (``roster_path``),
+which the process that started the run empties at its start.
 """
 
 from __future__ import annotations
@@ -123,6 +125,12 @@ def rank_path(path: Path, rank: str) -> Path:
 def worker_path(path: Path, pid: int) -> Path:
     """``report.json`` -> ``report.pid4242.json``: the report of a worker process."""
     return _suffixed(path, f"pid{pid}")
+
+
+def roster_path(path: Path) -> Path:
+    """``report.json`` -> ``report.processes``: the report files of the processes that made probed calls,
+    one a line, each added by its process at its first call (``--merge`` expects each of them)."""
+    return path.with_name(f"{path.stem}.processes")
 
 
 def _suffixed(path: Path, tag: str) -> Path:

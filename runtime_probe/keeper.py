@@ -18,7 +18,8 @@
 
 A signal that arrives while the probe itself is at work on the main thread (a probed call in progress,
 locks held) must not wait for it: the handler then rewrites the last report it wrote, marked with the
-signal, instead of taking a new one.
+signal, instead of taking a new one. A signal that interrupts a write is handled once the write is done
+(a pool worker's final write, say, when ``terminate`` comes as it leaves).
 """
 
 from __future__ import annotations
@@ -41,6 +42,26 @@ WAIT_FOR_WRITER = 2.0
 
 Snapshot = Callable[[bool], dict[str, Any]]
 """The process's report so far (``True``: taken at the normal exit)."""
+
+
+def start_roster(roster: Path) -> None:
+    """Empty the roster of a run starting now (a previous run's names would be expected again)."""
+    try:
+        roster.unlink(missing_ok=True)
+    except OSError as exc:
+        print(f"kvlint: probe could not reset {roster} ({exc.strerror or exc})", file=sys.stderr)
+
+
+def enrol(roster: Path, report: Path) -> None:
+    """Add ``report`` to the roster: one append of one line, which concurrent processes do not interleave."""
+    try:
+        handle = os.open(roster, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(handle, f"{report.name}\n".encode())
+        finally:
+            os.close(handle)
+    except OSError as exc:
+        print(f"kvlint: probe could not add its report to {roster} ({exc.strerror or exc})", file=sys.stderr)
 
 
 class Keeper:
@@ -69,6 +90,8 @@ class Keeper:
         self._lock = threading.Lock()
         self._writer: int | None = None
         """The thread writing now."""
+        self._pending: tuple[int, FrameType | None] | None = None
+        """A signal that arrived during this thread's write, handled once the write is done."""
         self._failed: WriteError | None = None
         """The last write failed (a full disk): the next failures are not announced again."""
 
@@ -101,10 +124,13 @@ class Keeper:
             path = self._target()
             if path is not None and self._wanted(report):
                 self._deliver(report, path, announce=final or self._failed is None)
-            return report
         finally:
             self._writer = None
             self._lock.release()
+        pending, self._pending = self._pending, None
+        if pending is not None:  # a signal arrived during the write: it takes its course now
+            self._on_ending_signal(*pending)
+        return report
 
     def _deliver(self, report: dict[str, Any], path: Path, announce: bool) -> None:
         try:
@@ -144,6 +170,9 @@ class Keeper:
         return self._previous[number](number, frame)
 
     def _on_ending_signal(self, number: int, frame: FrameType | None) -> Any:
+        if self._writer == threading.get_ident():  # this thread's write was interrupted: let it finish first
+            self._pending = (number, frame)
+            return None
         name = signal.Signals(number).name
         self.interrupted = name
         try:
@@ -167,12 +196,13 @@ class Keeper:
 
     def _rewrite_last(self, name: str) -> dict[str, Any] | None:
         last, path = self._last, self._target()
-        if last is None or path is None or self._writer == threading.get_ident() or \
-                not self._lock.acquire(timeout=WAIT_FOR_WRITER):
+        if last is None or path is None or self._final or not self._lock.acquire(timeout=WAIT_FOR_WRITER):
             return None
         try:
+            self._writer = threading.get_ident()
             report = {**last, "interrupted": name}
             self._deliver(report, path, announce=True)
             return report
         finally:
+            self._writer = None
             self._lock.release()

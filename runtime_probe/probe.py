@@ -45,7 +45,7 @@ from kvlint.runtime_probe import ProbeError, config
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
-from kvlint.runtime_probe.keeper import WAIT_FOR_WRITER, Keeper
+from kvlint.runtime_probe.keeper import WAIT_FOR_WRITER, Keeper, enrol, start_roster
 from kvlint.runtime_probe.report import Recorder, check_writable, summary
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
@@ -258,6 +258,11 @@ class Probe:
         path = Path(self._root, path)  # relative to where the program started
         return config.worker_path(path, os.getpid()) if self.worker() else path
 
+    def roster_file(self) -> Path:
+        """The roster of this process's report set (``config.roster_path``)."""
+        assert self.settings.report_path is not None
+        return config.roster_path(Path(self._root, self.settings.report_path))
+
     def finish(self) -> None:
         """At exit: the summary on stderr and the JSON report. The process that started the probe, and every
         rank, always write the report asked for (``no operator call`` when there was none); a worker only
@@ -311,9 +316,13 @@ class Probe:
             local.busy = False
 
     def _load(self) -> _Modules:
+        """At the process's first probed call: the torch-using modules, and the process on the roster."""
         with self._lock:
             if self._modules is None:
                 self._modules = _Modules()
+                path = self.report_file()
+                if path is not None:
+                    enrol(self.roster_file(), path)
             return self._modules
 
     def _before(self, modules: _Modules, name: str, overload: str, args: tuple[Any, ...],
@@ -574,6 +583,8 @@ def activate_from_env() -> Probe | None:
     if problem is not None:
         print(f"kvlint: KVLINT_PROBE_REPORT: cannot write in {path.parent} ({problem}): the probe runs, but its "
               f"report {path} will be lost unless the folder becomes writable", file=sys.stderr)
+    elif path is not None and not probe.worker():
+        start_roster(probe.roster_file())
     probe.keeper.install_handlers()
     atexit.register(probe.finish)
     return probe

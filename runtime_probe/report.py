@@ -13,8 +13,9 @@ The JSON shape is a public contract::
 unchanged) and ``first_raise`` is the first one's ``Type: message``; ``probe_seconds`` is the probe's own
 host time at the site (the operator's time excluded). ``cache`` (the KV bytes the attention calls read
 per step) is described in ``cache_summary``. ``process`` says which process wrote the report; a merged
-report has ``"processes"``, the list of them, instead. ``complete`` is true only in the report written at
-the process's normal exit (``keeper``); ``interrupted`` names the signal that stopped or interrupted it.
+report has ``"processes"``, the list of them (each with its report's ``complete`` and ``interrupted``),
+instead. ``complete`` is true only in the report written at the process's normal exit (``keeper``);
+``interrupted`` names the signal that stopped or interrupted it.
 Reports are written atomically (``write_json``).
 
 Codes, symbols and severities come from ``kvlint.catalogue.rules`` only. A finding is printed on stderr the
@@ -163,10 +164,12 @@ def write_json(report: dict[str, Any], path: Path) -> None:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, path)
-    except OSError as error:
+    except BaseException as error:  # KeyboardInterrupt included: no temporary file is left behind
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        raise WriteError(f"{path}: cannot write the report ({_why(error)})") from None
+        if isinstance(error, OSError):
+            raise WriteError(f"{path}: cannot write the report ({_why(error)})") from None
+        raise
 
 
 def check_writable(folder: Path) -> str | None:
@@ -230,8 +233,9 @@ def merge(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 findings[finding.key].count += finding.count
             else:
                 findings[finding.key] = finding
-    processes = [process for report in reports
-                 for process in (report.get("processes") or [report.get("process")]) if process]
+    processes = [process if "processes" in report else
+                 {**process, "complete": report.get("complete", True), "interrupted": report.get("interrupted")}
+                 for report in reports for process in (report.get("processes") or [report.get("process")]) if process]
     return {"findings": [asdict(f) for f in findings.values()], "sites": [asdict(s) for s in sites.values()],
             "cache": merge_sections(report.get("cache") for report in reports), "processes": processes}
 
@@ -244,6 +248,12 @@ def missing_ranks(report: dict[str, Any]) -> list[int]:
         return []
     seen = {p.get("rank") for p in processes}
     return [rank for rank in range(sizes.pop()) if rank not in seen]
+
+
+def lost_calls(report: dict[str, Any]) -> bool:
+    """The process ended without a final write (``os._exit``, SIGKILL, a crash): the report is its last
+    periodic one, and calls after it are missing. A report stopped by a signal holds its calls up to it."""
+    return report.get("complete") is False and report.get("interrupted") is None
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

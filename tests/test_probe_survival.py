@@ -186,3 +186,98 @@ def test_an_ignored_signal_stays_ignored(tmp_path):
     done = subprocess.run(["nohup", sys.executable, "-m", "kvlint.runtime_probe", str(path)], cwd=ROOT,
                           env=environment(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "True\n", done.stderr
+
+
+POOL = """
+import multiprocessing as mp
+import os
+import sys
+import torch_npu
+from tests.probe_fixtures import user_calls
+
+def work(task):
+    import torch_npu
+    user_calls.bad_mask_missing(torch_npu)
+    return os.getpid()
+
+if __name__ == "__main__":
+    context, ending = mp.get_context(sys.argv[1]), sys.argv[2]
+    if ending == "with":  # Pool.__exit__ terminates its workers: no exit handler runs in them
+        with context.Pool(2) as pool:
+            pids = pool.map(work, range(4))
+    else:
+        pool = context.Pool(2)
+        pids = pool.map(work, range(4))
+        if ending == "close":
+            pool.close()
+        else:
+            pool.terminate()
+        pool.join()
+    print(len(set(pids)))
+"""
+
+
+def pool_case(start_method: str, ending: str):
+    return pytest.param(start_method, ending, marks=[pytest.mark.slow] if start_method != "fork" or
+                        ending != "with" else [], id=f"{start_method}-{ending}")
+
+
+@pytest.mark.parametrize(("start_method", "ending"), [
+    pool_case(method, ending) for method in ("fork", "spawn", "forkserver") for ending in ("with", "close", "terminate")
+])
+def test_every_pool_worker_reports_its_calls_and_merge_counts_the_processes(start_method, ending, tmp_path, capsys):
+    done = run_probed(tmp_path, POOL, start_method, ending)
+    assert done.returncode == 0, done.stderr
+    workers = int(done.stdout)
+    reports = sorted(tmp_path.glob("report.pid*.json"))
+    assert len(reports) == workers, (done.stderr, sorted(p.name for p in tmp_path.iterdir()))
+    assert sum(json.loads(path.read_text())["process"]["operator_calls"] for path in reports) == 4
+    assert main(["--merge", str(tmp_path / "report.json")]) == 1  # KVL203, and nothing missing
+    out = capsys.readouterr().out
+    assert "KVL203x4" in out
+    # the parent made no call of its own; a terminated worker may have left before or after its SIGTERM
+    assert f"processes: {workers + 1} reported of {workers + 1} expected" in out
+
+
+def test_a_killed_worker_leaves_its_last_write_and_merge_exits_3(tmp_path, capsys):
+    """SIGKILL runs no handler: the worker's report is the one written after its first call."""
+    script = """
+import os, signal
+import torch_npu
+from tests.probe_fixtures import user_calls
+user_calls.bad_mask_missing(torch_npu)
+pid = os.fork()
+if pid == 0:
+    user_calls.bad_mask_missing(torch_npu)
+    os.kill(os.getpid(), signal.SIGKILL)
+os.waitpid(pid, 0)
+print(pid)
+"""
+    done = run_probed(tmp_path, script)
+    assert done.returncode == 0, done.stderr
+    child = tmp_path / f"report.pid{int(done.stdout)}.json"
+    assert json.loads(child.read_text())["process"]["operator_calls"] == 1
+    assert main(["--merge", str(tmp_path / "report.json")]) == 3
+    captured = capsys.readouterr()
+    assert "processes: 2 reported of 2 expected" in captured.out and "KVL203x2" in captured.out
+    assert captured.err == (f"kvlint-probe: error: {child}: incomplete: the process ended without its final report "
+                            "(os._exit, SIGKILL, a crash); calls after its last periodic write are missing\n")
+
+
+def test_merge_names_a_listed_process_that_wrote_no_report_and_exits_3(tmp_path, capsys):
+    (tmp_path / "report.json").write_text(json.dumps({"findings": [], "sites": [], "complete": True}))
+    (tmp_path / "report.processes").write_text("report.json\nreport.pid77.json\n")
+    assert main(["--merge", str(tmp_path / "report.json")]) == 3
+    captured = capsys.readouterr()
+    assert "processes: 1 reported of 2 expected" in captured.out
+    assert captured.err.startswith(f"kvlint-probe: error: {tmp_path / 'report.pid77.json'}: no report, though "
+                                   "report.processes lists it")
+
+
+def test_merge_of_a_report_left_by_os_exit_says_calls_may_be_missing_and_exits_3(tmp_path, capsys):
+    done = run_probed(tmp_path, ENDED_BY, "os._exit", KVLINT_PROBE_REPORT_EVERY="0")
+    assert done.returncode == 0, done.stderr
+    assert main(["--merge", str(tmp_path / "report.json")]) == 3
+    assert capsys.readouterr().err.startswith(
+        f"kvlint-probe: error: {tmp_path / 'report.json'}: incomplete: the process ended without its final report")
+
