@@ -221,10 +221,10 @@ class Probe:
         report: dict[str, Any] = self.recorder.as_json()
         modules = self._modules
         if modules is not None:
-            report["cache"] = modules.cache_usage.section(dict(modules.clock.attention_calls)).as_json()
+            report["cache"] = modules.cache_usage.section(modules.clock.attention_steps).as_json()
         else:
             report["cache"] = {"timing_source": "device", "peak_bytes_per_s": None, "steps": [],
-                               "unmeasured_steps": 0}
+                               "unmeasured_steps": 0, "dropped_steps": 0}
         rank = config.rank()
         world = os.environ.get("WORLD_SIZE", "").strip()
         parent = os.environ.get(config.PARENT_VARIABLE, "")
@@ -459,7 +459,7 @@ class Probe:
         compare = modules.compare
         try:
             if ticket.step is not None:
-                modules.cache_usage.record(call, ticket.seconds, ticket.step.number)
+                modules.cache_usage.record(call, ticket.seconds, ticket.step)
         except Exception as exc:
             self._internal(ticket, "measuring the cache reads", exc)
         try:

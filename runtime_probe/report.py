@@ -5,7 +5,7 @@ The JSON shape is a public contract::
     {"findings": [{"code", "symbol", "severity", "message", "op", "path", "line", "count"}],
      "sites": [{"op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err",
                 "raised", "first_raise", "probe_seconds"}],
-     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...], "unmeasured_steps"},
+     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...], "unmeasured_steps", "dropped_steps"},
      "process": {"pid", "parent_pid", "rank", "world_size", "operator_calls"},
      "complete": bool, "interrupted": "SIGTERM" | "SIGHUP" | "SIGINT" | null}
 

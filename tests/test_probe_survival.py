@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from kvlint.runtime_probe.__main__ import main
+from kvlint.runtime_probe.report import summary
 
-from tests.probe_fixtures.harness import STANDIN_PATH
+from tests.probe_fixtures.harness import STANDIN_PATH, probe  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -281,3 +282,65 @@ def test_merge_of_a_report_left_by_os_exit_says_calls_may_be_missing_and_exits_3
     assert capsys.readouterr().err.startswith(
         f"kvlint-probe: error: {tmp_path / 'report.json'}: incomplete: the process ended without its final report")
 
+
+def paged_decode_call() -> tuple[tuple[object, ...], dict[str, object], object]:
+    """A paged decode (one signature), the output a no-op operator returns for it."""
+    import torch
+
+    batch, blocks_per_row, block_size, heads, kv_heads, dim = 2, 4, 16, 4, 2, 16
+    query = torch.randn(batch, 1, heads * dim)
+    cache = torch.randn(batch * blocks_per_row, block_size, kv_heads * dim)
+    table = torch.arange(batch * blocks_per_row, dtype=torch.int32).reshape(batch, blocks_per_row)
+    keywords = dict(num_heads=heads, num_key_value_heads=kv_heads, scale=dim**-0.5, input_layout="BSH",
+                    block_table=table, block_size=block_size, actual_seq_lengths_kv=[blocks_per_row * block_size] * batch)
+    return (query, cache, cache), keywords, (torch.zeros(batch, 1, heads * dim), torch.zeros(1))
+
+
+def test_probe_memory_stays_flat_over_a_long_run(probe):
+    """10,000 calls on one signature (each a step of its own: the paged cache comes round again): the traced
+    memory grows by less than 64 KiB from call 2,000 to call 10,000."""
+    import gc
+    import tracemalloc
+
+    from kvlint.runtime_probe.hooks import ProbedOp
+
+    from kvlint.catalogue.operators import FIA_V1
+
+    args, keywords, output = paged_decode_call()
+    running = probe(compare=False)
+    operator = ProbedOp(lambda *args, **keywords: output, FIA_V1, running)
+
+    def calls(count: int) -> None:  # one call site
+        for _ in range(count):
+            operator(*args, **keywords)
+
+    calls(2000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        calls(8000)
+        gc.collect()
+        growth = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert not running.recorder.findings and running.recorder.sites.popitem()[1].calls == 10000
+    assert growth < 64 * 1024, f"{growth} bytes"
+
+
+def test_a_long_run_keeps_the_cache_figures_of_its_first_and_latest_steps(probe, monkeypatch):
+    from kvlint.runtime_probe import cache_usage
+    from kvlint.runtime_probe.hooks import ProbedOp
+
+    from kvlint.catalogue.operators import FIA_V1
+
+    monkeypatch.setattr(cache_usage, "KEPT_STEPS", 3)
+    args, keywords, output = paged_decode_call()
+    running = probe(compare=False, value_first=None)
+    operator = ProbedOp(lambda *args, **keywords: output, FIA_V1, running)
+    for _ in range(20):
+        operator(*args, **keywords)
+    cache = running.report()["cache"]
+    assert [step["step"] for step in cache["steps"]] == [1, 2, 3, 18, 19, 20]
+    assert (cache["dropped_steps"], cache["unmeasured_steps"]) == (14, 0)
+    assert "14 measured step(s) in the middle of the run not kept" in summary(running.report())
