@@ -7,10 +7,11 @@ Torch-free (``report.py`` and ``--merge`` load it without torch); the figures ar
               "steps": [{"rank", "step", "phase", "calls", "kv_bytes_read", "tokens_in_use",
                          "tokens_allocated", "blocks_in_use", "blocks_allocated", "seconds",
                          "achieved_bytes_per_s", "floor_seconds"}],
-              "unmeasured_steps": int}
+              "unmeasured_steps": int, "dropped_steps": int}
 
 ``unmeasured_steps`` counts the steps left out because some of their attention calls were not
-value-checked (``KVLINT_PROBE_VALUE_FIRST`` / ``_EVERY``).
+value-checked (``KVLINT_PROBE_VALUE_FIRST`` / ``_EVERY``); ``dropped_steps`` the measured steps left out
+of a long run's middle (the probe keeps the first and the latest ``cache_usage.KEPT_STEPS``).
 
 ``rank`` is the process's ``RANK``/``LOCAL_RANK`` (null in a single process); ``blocks_*`` are null for a
 step without paged calls; ``seconds`` and ``achieved_bytes_per_s`` are null when the calls were not timed
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 
 DECODE, PREFILL = "decode", "prefill"
 SHOWN_STEPS = 5
-"""Steps shown at each end of a long run in the text summary; the JSON report has every step."""
+"""Steps shown at each end of a long run in the text summary; the JSON report has every step kept."""
 
 
 @dataclass
@@ -76,10 +77,12 @@ class CacheSection:
     peak_bytes_per_s: float | None
     steps: list[StepFigures]
     unmeasured_steps: int = 0
+    dropped_steps: int = 0
 
     def as_json(self) -> dict[str, object]:
         return {"timing_source": self.timing_source, "peak_bytes_per_s": self.peak_bytes_per_s,
-                "steps": [asdict(step) for step in self.steps], "unmeasured_steps": self.unmeasured_steps}
+                "steps": [asdict(step) for step in self.steps], "unmeasured_steps": self.unmeasured_steps,
+                "dropped_steps": self.dropped_steps}
 
 
 def _common(values: list[object], differing: object) -> object:
@@ -92,18 +95,19 @@ def merge_sections(sections: Iterable[dict[str, object] | None]) -> dict[str, ob
     sources: list[object] = []
     peaks: list[object] = []
     steps: list[dict[str, object]] = []
-    unmeasured = 0
+    unmeasured = dropped = 0
     for position, section in enumerate(sections):
         if not section:
             continue
         sources.append(section["timing_source"])
         peaks.append(section["peak_bytes_per_s"])
         unmeasured += int(section.get("unmeasured_steps", 0))  # type: ignore[call-overload]
+        dropped += int(section.get("dropped_steps", 0))  # type: ignore[call-overload]
         for step in section["steps"]:  # type: ignore[attr-defined]
             steps.append({**step, "rank": position if step["rank"] is None else step["rank"]})
     return {"timing_source": _common(sources, "mixed") if sources else "device",
             "peak_bytes_per_s": _common(peaks, None) if peaks else None, "steps": steps,
-            "unmeasured_steps": unmeasured}
+            "unmeasured_steps": unmeasured, "dropped_steps": dropped}
 
 
 def _number(value: object) -> str:
@@ -157,6 +161,9 @@ def section_lines(section: dict[str, object] | None) -> list[str]:
     widths = [max(len(row[i]) for row in rows if len(row) == len(header)) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     totals = [line for line in (_totals(steps, DECODE), _totals(steps, PREFILL)) if line]
+    dropped = int(section.get("dropped_steps", 0))  # type: ignore[call-overload]
+    if dropped:
+        totals.append(f"{dropped} measured step(s) in the middle of the run not kept (the totals above leave them out)")
     if unmeasured:
         totals.append(f"{unmeasured} later step(s) not measured: their calls were not all value-checked "
                       "(KVLINT_PROBE_VALUE_FIRST=all measures every step)")

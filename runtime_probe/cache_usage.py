@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -41,11 +42,15 @@ from fractions import Fraction
 import torch
 from kvlint.runtime_probe.cache_summary import CacheSection, StepFigures
 from kvlint.runtime_probe.live_call import Geometry, LiveCall
+from kvlint.runtime_probe.steps import Step
 
 from kvlint.budget.formulas import decode_latency_floor, paged_blocks
 from kvlint.budget.units import BudgetError, parse_bandwidth
 
 BANDWIDTH_VARIABLE = "KVLINT_PROBE_BANDWIDTH"
+KEPT_STEPS = 512
+"""Measured steps kept at each end of a run (the first ones, and a window of the latest): a day-long run's
+figures stay within 2 * KEPT_STEPS steps; the steps in between are counted as ``dropped_steps``."""
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
 
 
@@ -165,6 +170,8 @@ def _rank(environ: Mapping[str, str]) -> int | None:
 @dataclass
 class _Step:
     figures: StepFigures
+    step: Step
+    """The probe's step (its attention calls: the step is shown when every one was measured)."""
     memo: dict[tuple[object, ...], int] = field(default_factory=dict)
     """(table, lengths, ...) -> distinct blocks, computed once per step."""
 
@@ -174,34 +181,48 @@ class CacheUsage:
 
     def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
         self._lock = threading.Lock()
-        self._steps: dict[int, _Step] = {}
+        self._first: dict[int, _Step] = {}
+        """Step number -> figures, of the first KEPT_STEPS steps recorded."""
+        self._latest: OrderedDict[int, _Step] = OrderedDict()
+        """The same, of the latest KEPT_STEPS after them."""
+        self._dropped = 0
+        """Measured steps dropped from the middle of the run (an unmeasured one is counted as such anyway)."""
         self.peak = peak_bandwidth(environ)
         self._launch_blocking = environ.get("ASCEND_LAUNCH_BLOCKING", "").strip() == "1"
         self._rank = _rank(environ)
 
-    def record(self, call: LiveCall, seconds: float, step: int) -> None:
-        """Add one attention call (``seconds``: host time around it) to step number ``step``."""
+    def record(self, call: LiveCall, seconds: float, step: Step) -> None:
+        """Add one attention call (``seconds``: host time around it) to ``step``."""
         if not isinstance(call.get("key"), torch.Tensor):
             return
         with self._lock:
-            current = self._steps.get(step)
+            current = self._first.get(step.number) or self._latest.get(step.number)
             memo = {} if current is None else current.memo
             reads = call_reads(call, memo)
             if reads is None:
                 return
             if current is None:
-                current = self._steps[step] = _Step(StepFigures(rank=self._rank, step=step), memo=memo)
+                figures = StepFigures(rank=self._rank, step=step.number)
+                current = _Step(figures, step, memo)
+                if len(self._first) < KEPT_STEPS:
+                    self._first[step.number] = current
+                else:
+                    self._latest[step.number] = current
+                    if len(self._latest) > KEPT_STEPS:
+                        _, dropped = self._latest.popitem(last=False)
+                        self._dropped += dropped.figures.calls == dropped.step.attention_calls
             current.figures.add_call(reads.kv_bytes, reads.tokens_in_use, reads.tokens_allocated, reads.decode,
                                      reads.blocks, seconds if synchronous(call, self._launch_blocking) else None)
 
-    def section(self, attention_calls: Mapping[int, int]) -> CacheSection:
-        """The report's ``cache`` section: the steps whose every attention call (``attention_calls``, per
-        step number) was measured, with the achieved bandwidth and the floor of each."""
+    def section(self, attention_steps: int) -> CacheSection:
+        """The report's ``cache`` section: the steps whose every attention call was measured, with the
+        achieved bandwidth and the floor of each (``attention_steps``: the steps with attention calls)."""
         with self._lock:
-            measured = [s.figures for number, s in sorted(self._steps.items())
-                        if s.figures.calls == attention_calls.get(number)]
+            kept = sorted({**self._first, **self._latest}.items())
+            measured = [s.figures for _, s in kept if s.figures.calls == s.step.attention_calls]
+            dropped = self._dropped
         floor = None if self.peak is None else (lambda n: float(decode_latency_floor(n, self.peak)))
         timing = "emulator" if _emulated() else "device"
-        unmeasured = sum(1 for number, calls in attention_calls.items() if calls) - len(measured)
+        unmeasured = attention_steps - len(measured) - dropped
         return CacheSection(timing, None if self.peak is None else float(self.peak),
-                            [s.finished(floor) for s in measured], unmeasured)
+                            [s.finished(floor) for s in measured], unmeasured, dropped)

@@ -12,9 +12,12 @@ microseconds. The checks that read values (lengths, block ids, slots, outputs; o
 sync) run on sampled calls: the first ``KVLINT_PROBE_VALUE_FIRST`` calls of each site (default 256,
 ``all``: every call), then every ``KVLINT_PROBE_VALUE_EVERY``-th (default 1024, ``0``: never).
 
-``KVLINT_PROBE_REPORT``: path of the JSON report, made per-rank (``path.rank3.json``) when ``RANK`` or
+``KVLINT_PROBE_REPORT``: path of the JSON report, rewritten every ``KVLINT_PROBE_REPORT_EVERY`` seconds
+(default 5) while the program runs (``keeper``), made per-rank (``path.rank3.json``) when ``RANK`` or
 ``LOCAL_RANK`` is set; a process started by a probed process (a spawned or forked worker, which inherits
 ``KVLINT_PROBE_PARENT``) adds its pid (``path.pid4242.json``), so no process overwrites another's report.
+Each process that makes a probed call adds its report's name to ``path.processes`` (``roster_path``),
+which the process that started the run empties at its start.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ ON_VALUES = frozenset({"1", "on", "true", "yes"})
 DEFAULT_SAMPLE = 3
 DEFAULT_VALUE_FIRST = 256
 DEFAULT_VALUE_EVERY = 1024
+DEFAULT_REPORT_EVERY = 5.0
 PARENT_VARIABLE = "KVLINT_PROBE_PARENT"
 """Set by the first probed process to its pid; a process that inherits another pid is a worker."""
 
@@ -45,6 +49,8 @@ class Settings:
     """Calls of each site whose values are all checked; None checks every call."""
     value_every: int = DEFAULT_VALUE_EVERY
     """After the first ones, every n-th call of a site is value-checked (0: none)."""
+    report_every: float = DEFAULT_REPORT_EVERY
+    """Seconds between rewrites of the report while the program runs (``keeper``)."""
 
     def value_checked(self, number: int) -> bool:
         """Whether the ``number``-th call of a site (1 for the first) gets the value checks."""
@@ -68,7 +74,21 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings | None:
         report_path=_report_path(environ),
         value_first=_count("KVLINT_PROBE_VALUE_FIRST", environ, DEFAULT_VALUE_FIRST),
         value_every=_count("KVLINT_PROBE_VALUE_EVERY", environ, DEFAULT_VALUE_EVERY, allow_all=False) or 0,
+        report_every=_seconds("KVLINT_PROBE_REPORT_EVERY", environ, DEFAULT_REPORT_EVERY),
     )
+
+
+def _seconds(variable: str, environ: Mapping[str, str], default: float) -> float:
+    """A non-negative number of seconds; anything else is announced and the default used."""
+    value = environ.get(variable, "").strip()
+    try:
+        seconds = float(value) if value else default
+    except ValueError:
+        seconds = -1.0
+    if 0 <= seconds < float("inf"):
+        return seconds
+    print(f"kvlint: {variable}={value!r} is not a number of seconds; using {default:g}", file=sys.stderr)
+    return default
 
 
 def _count(variable: str, environ: Mapping[str, str], default: int, allow_all: bool = True) -> int | None:
@@ -105,6 +125,12 @@ def rank_path(path: Path, rank: str) -> Path:
 def worker_path(path: Path, pid: int) -> Path:
     """``report.json`` -> ``report.pid4242.json``: the report of a worker process."""
     return _suffixed(path, f"pid{pid}")
+
+
+def roster_path(path: Path) -> Path:
+    """``report.json`` -> ``report.processes``: the report files of the processes that made probed calls,
+    one a line, each added by its process at its first call (``--merge`` expects each of them)."""
+    return path.with_name(f"{path.stem}.processes")
 
 
 def _suffixed(path: Path, tag: str) -> Path:

@@ -24,7 +24,8 @@ time per call is measured and reported. Activation imports no torch: the torch-u
 first probed call.
 
 Every process writes its own report (``config``): a forked child starts with empty counters and writes
-at its exit, multiprocessing's included.
+at its exit, multiprocessing's included. The report is kept current on disk while the program runs, and
+written at the signals that end it (``keeper``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from kvlint.runtime_probe import ProbeError, config, graph_tasks
 from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
-from kvlint.runtime_probe.report import Recorder, summary, write_json
+from kvlint.runtime_probe.keeper import WAIT_FOR_WRITER, Keeper, enrol, start_roster
+from kvlint.runtime_probe.report import Recorder, check_writable, summary
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
 from kvlint.catalogue.operators import INFERENCE_ATTENTION, Operator, lookup
@@ -167,6 +169,9 @@ class Probe:
         """This process is a fork of the one that activated the probe."""
         self._finished: int | None = None
         """The pid that wrote the report (an inherited atexit handler must not write it twice)."""
+        self.keeper = Keeper(self.report, self.report_file, self._wanted, self._busy, settings.report_every)
+        self._keeping = settings.report_path is not None
+        """The report is rewritten while the program runs."""
 
     # -- activation ---------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -214,6 +219,7 @@ class Probe:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._finished = None
+        self.keeper.reset()
         multiprocessing_util = sys.modules.get("multiprocessing.util")
         if multiprocessing_util is not None:  # a multiprocessing child leaves through os._exit, not atexit
             multiprocessing_util.register_after_fork(self, Probe._finish_with_multiprocessing)
@@ -223,15 +229,15 @@ class Probe:
         sys.modules["multiprocessing.util"].Finalize(self, self.finish, exitpriority=10)
 
     # -- the report ---------------------------------------------------------------------------------
-    def report(self) -> dict[str, Any]:
-        """The JSON report of what this process saw so far."""
+    def report(self, complete: bool = False) -> dict[str, Any]:
+        """The JSON report of what this process saw so far (``complete``: taken at its normal exit)."""
         report: dict[str, Any] = self.recorder.as_json()
         modules = self._modules
         if modules is not None:
-            report["cache"] = modules.cache_usage.section(dict(modules.clock.attention_calls)).as_json()
+            report["cache"] = modules.cache_usage.section(modules.clock.attention_steps).as_json()
         else:
             report["cache"] = {"timing_source": "device", "peak_bytes_per_s": None, "steps": [],
-                               "unmeasured_steps": 0}
+                               "unmeasured_steps": 0, "dropped_steps": 0}
         rank = config.rank()
         world = os.environ.get("WORLD_SIZE", "").strip()
         parent = os.environ.get(config.PARENT_VARIABLE, "")
@@ -240,7 +246,16 @@ class Probe:
             "rank": int(rank) if rank.isdigit() else None, "world_size": int(world) if world.isdigit() else None,
             "operator_calls": sum(site["calls"] for site in report["sites"]),  # type: ignore[misc]
         }
+        report["complete"] = complete
+        report["interrupted"] = self.keeper.interrupted
         return report
+
+    def _wanted(self, report: dict[str, Any]) -> bool:
+        """A worker writes a report only when it made calls."""
+        return bool(report["sites"]) or not self.worker()
+
+    def _busy(self) -> bool:
+        return getattr(self._local, "busy", False)
 
     def worker(self) -> bool:
         """A process started by another probed process (and not a rank of its own): a pid-suffixed report."""
@@ -256,6 +271,11 @@ class Probe:
         path = Path(self._root, path)  # relative to where the program started
         return config.worker_path(path, os.getpid()) if self.worker() else path
 
+    def roster_file(self) -> Path:
+        """The roster of this process's report set (``config.roster_path``)."""
+        assert self.settings.report_path is not None
+        return config.roster_path(Path(self._root, self.settings.report_path))
+
     def finish(self) -> None:
         """At exit: the summary on stderr and the JSON report. The process that started the probe, and every
         rank, always write the report asked for (``no operator call`` when there was none); a worker only
@@ -265,13 +285,10 @@ class Probe:
             return
         self._finished = os.getpid()
         try:
-            report = self.report()
-            path = self.report_file()
-            if not report["sites"] and (self.worker() or path is None):
+            report = self.keeper.write(final=True, wait=WAIT_FOR_WRITER)
+            if report is None or not report["sites"] and (self.worker() or self.report_file() is None):
                 return
             print(summary(report), file=sys.stderr)
-            if path is not None:
-                write_json(report, path)
         except Exception as exc:
             print(f"kvlint: probe could not write its report: {exc!r}", file=sys.stderr)
 
@@ -307,12 +324,18 @@ class Probe:
             if ticket is not None:
                 self.recorder.finish_call(name, ticket.path, ticket.line, ticket.validated,
                                           time.perf_counter() - started - ticket.seconds)
+                if self._keeping:
+                    self.keeper.after_call(None if ticket.step is None else ticket.step.number)
             local.busy = False
 
     def _load(self) -> _Modules:
+        """At the process's first probed call: the torch-using modules, and the process on the roster."""
         with self._lock:
             if self._modules is None:
                 self._modules = _Modules()
+                path = self.report_file()
+                if path is not None:
+                    enrol(self.roster_file(), path)
             return self._modules
 
     def _before(self, modules: _Modules, name: str, overload: str, args: tuple[Any, ...],
@@ -478,7 +501,7 @@ class Probe:
         compare = modules.compare
         try:
             if ticket.step is not None:
-                modules.cache_usage.record(call, ticket.seconds, ticket.step.number)
+                modules.cache_usage.record(call, ticket.seconds, ticket.step)
         except Exception as exc:
             self._internal(ticket, "measuring the cache reads", exc)
         try:
@@ -681,5 +704,13 @@ def activate_from_env() -> Probe | None:
         os.environ[config.PARENT_VARIABLE] = str(os.getpid())
         _EXPORTED = True
     probe = activate(settings)
+    path = probe.report_file()
+    problem = None if path is None else check_writable(path.parent)
+    if problem is not None:
+        print(f"kvlint: KVLINT_PROBE_REPORT: cannot write in {path.parent} ({problem}): the probe runs, but its "
+              f"report {path} will be lost unless the folder becomes writable", file=sys.stderr)
+    elif path is not None and not probe.worker():
+        start_roster(probe.roster_file())
+    probe.keeper.install_handlers()
     atexit.register(probe.finish)
     return probe

@@ -5,14 +5,18 @@ The JSON shape is a public contract::
     {"findings": [{"code", "symbol", "severity", "message", "op", "path", "line", "count"}],
      "sites": [{"op", "path", "line", "calls", "validated", "compared", "max_abs_err", "max_rel_err",
                 "raised", "first_raise", "probe_seconds"}],
-     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...], "unmeasured_steps"},
-     "process": {"pid", "parent_pid", "rank", "world_size", "operator_calls"}}
+     "cache": {"timing_source", "peak_bytes_per_s", "steps": [...], "unmeasured_steps", "dropped_steps"},
+     "process": {"pid", "parent_pid", "rank", "world_size", "operator_calls"},
+     "complete": bool, "interrupted": "SIGTERM" | "SIGHUP" | "SIGINT" | null}
 
 ``raised`` counts the calls at the site whose operator raised (the exception reached the program
 unchanged) and ``first_raise`` is the first one's ``Type: message``; ``probe_seconds`` is the probe's own
 host time at the site (the operator's time excluded). ``cache`` (the KV bytes the attention calls read
 per step) is described in ``cache_summary``. ``process`` says which process wrote the report; a merged
-report has ``"processes"``, the list of them, instead.
+report has ``"processes"``, the list of them (each with its report's ``complete`` and ``interrupted``),
+instead. ``complete`` is true only in the report written at the process's normal exit (``keeper``);
+``interrupted`` names the signal that stopped or interrupted it.
+Reports are written atomically (``write_json``).
 
 Codes, symbols and severities come from ``kvlint.catalogue.rules`` only. A finding is printed on stderr the
 first time its (site, code) occurs; later occurrences are counted.
@@ -20,8 +24,11 @@ first time its (site, code) occurs; later occurrences are counted.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
@@ -135,9 +142,45 @@ class Recorder:
             }
 
 
+class WriteError(OSError):
+    """A report that could not be written; the message names the path and why."""
+
+
+def _why(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
 def write_json(report: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    """Write ``report`` to ``path`` atomically: into a temporary file of the same folder, then renamed over
+    ``path``, so that a reader (or a full disk) never sees a partial report in place of the previous one."""
+    text = json.dumps(report, indent=2) + "\n"
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies, as usual
+    except OSError as error:
+        raise WriteError(f"{path}: cannot write the report ({_why(error)})") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException as error:  # KeyboardInterrupt included: no temporary file is left behind
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise WriteError(f"{path}: cannot write the report ({_why(error)})") from None
+        raise
+
+
+def check_writable(folder: Path) -> str | None:
+    """Why reports cannot be written in ``folder`` (created when missing), or None when they can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".kvlint-probe-check."):
+            pass
+    except OSError as error:
+        return _why(error)
+    return None
 
 
 class ReportError(ValueError):
@@ -190,8 +233,9 @@ def merge(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 findings[finding.key].count += finding.count
             else:
                 findings[finding.key] = finding
-    processes = [process for report in reports
-                 for process in (report.get("processes") or [report.get("process")]) if process]
+    processes = [process if "processes" in report else
+                 {**process, "complete": report.get("complete", True), "interrupted": report.get("interrupted")}
+                 for report in reports for process in (report.get("processes") or [report.get("process")]) if process]
     return {"findings": [asdict(f) for f in findings.values()], "sites": [asdict(s) for s in sites.values()],
             "cache": merge_sections(report.get("cache") for report in reports), "processes": processes}
 
@@ -204,6 +248,12 @@ def missing_ranks(report: dict[str, Any]) -> list[int]:
         return []
     seen = {p.get("rank") for p in processes}
     return [rank for rank in range(sizes.pop()) if rank not in seen]
+
+
+def lost_calls(report: dict[str, Any]) -> bool:
+    """The process ended without a final write (``os._exit``, SIGKILL, a crash): the report is its last
+    periodic one, and calls after it are missing. A report stopped by a signal holds its calls up to it."""
+    return report.get("complete") is False and report.get("interrupted") is None
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

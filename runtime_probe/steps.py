@@ -18,7 +18,8 @@ in its first step, a second model's (or a new batch of requests with caches of t
 What a step remembers, for the checks across calls: the caches written and the tensors written into them
 (KVL507's evidence), the rows the value-checked writes filled (KVL509, KVL510), the first layer's write
 positions and the layers that drifted from them (KVL505). Only identities (``data_ptr``) are read on
-every call; nothing here syncs with a device.
+every call; nothing here syncs with a device. A step's records are dropped when its thread moves on to the
+next step, and past steps are only counted, so memory does not grow with the steps of a run.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ class Step:
     layers: dict[tuple[object, ...], list[int]] = field(default_factory=dict)
     drifts: dict[int, Drift] = field(default_factory=dict)
     attention_calls: int = 0
+
+    def close(self) -> None:
+        """The thread has moved on to its next step: what the checks across calls kept for this one is
+        dropped (a closed step is only counted, and kept by the cache figures while they show it)."""
+        for records in (self.written, self.sources, self.writes, self.first_positions, self.layers, self.drifts):
+            records.clear()
 
 
 MAX_FOLLOWED_ROWS = 1 << 16
@@ -173,8 +180,8 @@ class Clock:
         self._local = threading.local()
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
-        self.attention_calls: dict[int, int] = {}
-        """Step number -> attention calls made in it (the cache figures keep only fully measured steps)."""
+        self.attention_steps = 0
+        """Steps with at least one attention call (the cache figures count those they did not measure)."""
 
     def _new_step(self) -> Step:
         with self._lock:
@@ -196,6 +203,7 @@ class Clock:
         local = self._local
         pair = (site, layer)
         if pair in local.seen:
+            step.close()
             step = local.step = self._new_step()
             local.seen = set()
         local.seen.add(pair)
@@ -218,5 +226,7 @@ class Clock:
             layer = self.current().sources.get(key.data_ptr())
         step = self.observe(site, layer)
         step.attention_calls += 1
-        self.attention_calls[step.number] = step.attention_calls
+        if step.attention_calls == 1:
+            with self._lock:
+                self.attention_steps += 1
         return step, layer

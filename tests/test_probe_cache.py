@@ -156,9 +156,9 @@ def test_the_report_has_a_cache_section_with_timings_bandwidth_and_floor(emulate
     paged_decode(torch_npu, paged_cache(6), paged_cache(6), [[0, 1, 2], [3, 4, 5]])
     running.finish()
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report) == ["findings", "sites", "cache", "process"]
+    assert list(report) == ["findings", "sites", "cache", "process", "complete", "interrupted"]
     cache = report["cache"]
-    assert list(cache) == ["timing_source", "peak_bytes_per_s", "steps", "unmeasured_steps"]
+    assert list(cache) == ["timing_source", "peak_bytes_per_s", "steps", "unmeasured_steps", "dropped_steps"]
     assert cache["timing_source"] == "emulator" and cache["peak_bytes_per_s"] == 1.6e12
     (step,) = cache["steps"]
     assert list(step) == STEP_KEYS

@@ -58,7 +58,8 @@ def test_json_report_has_exactly_the_documented_shape(probe, standin, tmp_path):
     user_calls.clean_calls(torch_npu)
     running.finish()
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report) == ["findings", "sites", "cache", "process"]
+    assert list(report) == ["findings", "sites", "cache", "process", "complete", "interrupted"]
+    assert (report["complete"], report["interrupted"]) == (True, None)
     assert all(list(entry) == FINDING_KEYS for entry in report["findings"])
     assert all(list(entry) == SITE_KEYS for entry in report["sites"])
     assert list(report["process"]) == PROCESS_KEYS and report["process"]["pid"] == os.getpid()
