@@ -21,6 +21,7 @@ Facts: docs/operators/constraints.md (constraints) and docs/operators/kv_cache_w
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from kvlint.runtime_probe.compare import EPSILON
@@ -285,13 +286,23 @@ def non_causal_prefill(call: LiveCall) -> tuple[int, int] | None:
     return q_len, kv_len
 
 
-def duplicate_slots(call: LiveCall) -> str | None:
-    """KVL508: two writes to one cache slot in one call leave an undefined value on the device (KVC-C15,
-    KVC-C24): which of the two lands is not said. Per-row starts (``scatter_update``) may repeat: two batch
-    rows at one position are fine. So do writes of the same row, to the output comparison's tolerance
-    (``compare.EPSILON``): whichever lands, the cache holds the same numbers. That is what the dummy requests
-    of a warm-up or a padded batch do, all sent to one reserved block (cann-recipes' null block 0) with the
-    same token at the same position."""
+@dataclass(frozen=True)
+class Repeat:
+    """A slot that one cache write's tokens write more than once with different rows."""
+
+    message: str
+    tokens: torch.Tensor
+    """Flattened indices (into the positions argument, one per coordinate row for coordinates) of the
+    tokens that write it."""
+
+
+def repeated_slot(call: LiveCall) -> Repeat | None:
+    """KVL508's condition on the call: two writes to one cache slot in one call leave an undefined value on
+    the device (KVC-C15, KVC-C24): which of the two lands is not said. Per-row starts (``scatter_update``)
+    may repeat: two batch rows at one position are fine. So do writes of the same row, to the output
+    comparison's tolerance (``compare.EPSILON``): whichever lands, the cache holds the same numbers. Whether
+    the undefined row matters is for the reads to say (``repeats``): the dummy requests of a warm-up, all
+    sent to a reserved block that nothing reads, leave it undefined harmlessly."""
     write = CACHE_WRITES.get(call.name)
     if write is None or STARTS in {addressing.kind for addressing in write.layouts.values()}:
         return None
@@ -302,19 +313,26 @@ def duplicate_slots(call: LiveCall) -> str | None:
     if call.name.startswith("npu_scatter_nd_update"):
         coordinates = indices.reshape(-1, indices.shape[-1])
         everyone = torch.ones(len(coordinates), dtype=torch.bool)
-        groups = [(coordinates, everyone, _token_rows(call, write, indices.shape[:-1]))]
+        groups = [(0, coordinates, everyone, _token_rows(call, write, indices.shape[:-1]))]
     elif indices.dim() == 2:  # slots per batch row (a 2-D Norm-mode index); negatives are padding
-        groups = [(row, row >= 0, []) for row in indices]
+        groups = [(number * indices.shape[1], row, row >= 0, []) for number, row in enumerate(indices)]
     else:
         slots = indices.reshape(-1)
-        groups = [(slots, slots >= 0, _token_rows(call, write, indices.shape))]
-    for slots, kept, rows in groups:
-        repeated = _differing_repeat(slots, kept, rows)
-        if repeated is not None:
-            slot, times = repeated
-            return (f"{param} repeats a slot ({slot} appears {times} times) with different values: the written "
-                    "value is undefined on the device")
-    return None
+        groups = [(0, slots, slots >= 0, _token_rows(call, write, indices.shape))]
+    message, writers = None, []
+    for first, slots, kept, rows in groups:
+        for slot, times, tokens in _differing_repeats(slots, kept, rows):
+            message = message or (f"{param} repeats a slot ({slot} appears {times} times) with different values: "
+                                  "the written value is undefined on the device")
+            writers.append(tokens + first)
+    return None if message is None else Repeat(message, torch.cat(writers))
+
+
+def duplicate_slots(call: LiveCall) -> str | None:
+    """KVL508: a slot written twice with different rows in one call (``repeated_slot``); the probe reports it
+    as an error once an attention call reads the slot."""
+    repeat = repeated_slot(call)
+    return None if repeat is None else repeat.message
 
 
 def _token_rows(call: LiveCall, write: CacheWrite, leading: torch.Size) -> list[torch.Tensor]:
@@ -337,19 +355,21 @@ def _same_rows(rows: torch.Tensor) -> bool:
     return bool((error <= EPSILON.get(rows.dtype, 0.0) * first.abs().clamp_min(1.0)).all())
 
 
-def _differing_repeat(slots: torch.Tensor, kept: torch.Tensor, rows: list[torch.Tensor]) -> tuple[object, int] | None:
-    """The first slot (or coordinate row) that the ``kept`` tokens write twice with different rows, and how
-    many times it is written; without the rows every repeat counts."""
+def _differing_repeats(slots: torch.Tensor, kept: torch.Tensor,
+                       rows: list[torch.Tensor]) -> list[tuple[object, int, torch.Tensor]]:
+    """Each slot (or coordinate row) that the ``kept`` tokens write twice with different rows: the slot, how
+    many times it is written, and by which tokens; without the rows every repeat counts."""
     positions = kept.nonzero().flatten()
     if positions.numel() == 0:
-        return None
+        return []
     unique, inverse, counts = torch.unique(slots[positions], dim=0, return_inverse=True, return_counts=True)
+    found = []
     for group in (counts > 1).nonzero().flatten().tolist():
         writers = positions[inverse == group]
         if rows and all(_same_rows(tensor[writers]) for tensor in rows):
             continue
-        return unique[group].tolist(), int(counts[group])
-    return None
+        found.append((unique[group].tolist(), int(counts[group]), writers))
+    return found
 
 
 # The documented constraints (kvlint.runtime_probe.reference.constraints), one code each. Each reads only

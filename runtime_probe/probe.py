@@ -48,13 +48,16 @@ from kvlint.runtime_probe.report import Recorder, summary, write_json
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
 from kvlint.catalogue.operators import INFERENCE_ATTENTION, Operator, lookup
-from kvlint.catalogue.rules import ERROR, RULES
+from kvlint.catalogue.rules import ERROR, INFO, RULES
 
 if TYPE_CHECKING:
     from kvlint.runtime_probe.live_call import LiveCall
+    from kvlint.runtime_probe.repeats import Repeat
     from kvlint.runtime_probe.steps import Step
 
 INTERNAL_ERROR = "KVL599"
+JUDGED_BY_READS = frozenset({"KVL508"})
+"""Value checks whose finding is an error only once a read shows that it matters (``repeats``)."""
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
 MAX_SIGNATURES = 4096
 """Signatures remembered (the oldest are forgotten): shapes that change at every call (a cache sliced to
@@ -129,7 +132,7 @@ class _Modules:
 
     def __init__(self) -> None:
         from kvlint.runtime_probe import (
-            cache_rows, checks, compare, coverage, drift, isolation, live_call, signature, steps,
+            cache_rows, checks, compare, coverage, drift, isolation, live_call, repeats, signature, steps,
         )
         from kvlint.runtime_probe.cache_usage import CacheUsage
         from kvlint.runtime_probe.decoder import DecoderEvidence
@@ -143,6 +146,7 @@ class _Modules:
         self.clock = steps.Clock()
         self.cache_usage = CacheUsage()
         self.decoder = DecoderEvidence()
+        self.repeats = repeats.RepeatedSlots()
 
 
 class Probe:
@@ -212,8 +216,10 @@ class Probe:
     # -- the report ---------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:
         """The JSON report of what this process saw so far."""
-        report: dict[str, Any] = self.recorder.as_json()
         modules = self._modules
+        if modules is not None:
+            self._settle_repeats(modules)
+        report: dict[str, Any] = self.recorder.as_json()
         if modules is not None:
             report["cache"] = modules.cache_usage.section(dict(modules.clock.attention_calls)).as_json()
         else:
@@ -228,6 +234,14 @@ class Probe:
             "operator_calls": sum(site["calls"] for site in report["sites"]),  # type: ignore[misc]
         }
         return report
+
+    def _settle_repeats(self, modules: _Modules) -> None:
+        """KVL508 at info level for the repeated slots no attention call has read (so far)."""
+        for repeat in modules.repeats.settle():
+            why = repeat.unjudged or "no attention call read the slot afterwards"
+            message = (f"{repeat.message}; {why}, so nothing is known to have used the undefined row (an error "
+                       "once an attention call reads it; a warm-up's dummy requests in a reserved block do this)")
+            self.recorder.add("KVL508", message, repeat.op, *repeat.site, severity=INFO)
 
     def worker(self) -> bool:
         """A process started by another probed process (and not a rank of its own): a pid-suffixed report."""
@@ -329,7 +343,7 @@ class Probe:
                     self._report(ticket, code, message)
                 self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
                 if ticket.write is not None:
-                    modules.clock.caches.unfollowed_write(ticket.cache)
+                    self._unfollowed_write(modules, ticket.cache)
         except Exception as exc:
             self._internal(ticket, "checking the call", exc)
         return ticket
@@ -375,34 +389,70 @@ class Probe:
             self._remember(key, _Signature(True, tuple(found), places))
         self._place(modules, ticket, *(call.get(param) for param in placed))
         for code, check in modules.checks.VALUE_CHECKS.items():
-            self._run_check(ticket, code, check)
+            if code not in JUDGED_BY_READS:
+                self._run_check(ticket, code, check)
+        repeat = self._repeat(modules, ticket, call) if ticket.write is not None else None
         if not call.concrete or ticket.step is None:
             if ticket.write is not None and ticket.cache is not None:
-                modules.clock.caches.unfollowed_write(ticket.cache)
+                self._unfollowed_write(modules, ticket.cache)
+            if repeat is not None:
+                modules.repeats.not_followed(repeat, "the probe does not follow this cache")
             return
         site = (ticket.path, ticket.line)
         if ticket.write is not None:
-            self._follow_write(modules, ticket, call, site)
+            self._follow_write(modules, ticket, call, site, repeat)
         elif call.is_attention:
             self._judge_attention(modules, ticket, call)
 
-    def _follow_write(self, modules: _Modules, ticket: _Ticket, call: LiveCall, site: tuple[str, int]) -> None:
-        """A value-checked write: its rows for KVL509/KVL510, its positions for KVL505."""
+    @staticmethod
+    def _unfollowed_write(modules: _Modules, cache: Any) -> None:
+        """A write into ``cache`` whose rows the probe does not read (KVL510's and KVL508's records of the
+        cache stop proving anything)."""
+        caches = modules.clock.caches
+        caches.unfollowed_write(cache)
+        if modules.repeats.pending:
+            modules.repeats.unfollowed(caches.identity(cache))
+
+    def _repeat(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> Repeat | None:
+        """KVL508's condition on a write (slots repeated with different rows), held for the reads to judge."""
+        from kvlint.runtime_probe.repeats import Repeat
+
+        assert ticket.write is not None
+        try:
+            found = modules.checks.repeated_slot(call)
+            if found is None:
+                return None
+            offsets = modules.cache_rows.entry_offsets(call, ticket.write)
+            held = offsets[found.tokens].unique() if offsets is not None else found.tokens.new_empty(0)
+            return Repeat(ticket.op, (ticket.path, ticket.line), found.message, held)
+        except Exception as exc:
+            self._internal(ticket, "check KVL508", exc)
+            return None
+
+    def _follow_write(self, modules: _Modules, ticket: _Ticket, call: LiveCall, site: tuple[str, int],
+                      repeat: Repeat | None) -> None:
+        """A value-checked write: its rows for KVL509/KVL510, its positions for KVL505, its repeated slots
+        for KVL508."""
         from kvlint.runtime_probe.steps import Write
 
         assert ticket.write is not None and ticket.step is not None
-        caches = modules.clock.caches
+        caches, repeats = modules.clock.caches, modules.repeats
         layer = caches.written(ticket.cache)
         try:
             rows = modules.cache_rows.written_rows(call, ticket.write)
             if rows is None:
                 caches.unfollowed_layer(layer)
+                repeats.unfollowed(layer)
+                if repeat is not None:
+                    repeats.not_followed(repeat, "the probe does not model where this write's rows land")
             else:
                 ticket.step.writes.setdefault(layer, []).append(Write(ticket.op, site, rows))
                 caches.followed(layer, rows.offsets)
+                repeats.written(layer, rows.offsets, repeat)
             modules.drift.observe(call, ticket.write, ticket.step, layer, caches.filled[layer], site, ticket.number)
         except Exception as exc:
             caches.unfollowed_layer(layer)
+            repeats.unfollowed(layer)
             self._internal(ticket, "following the cache write", exc)
 
     def _judge_attention(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> None:
@@ -419,8 +469,27 @@ class Probe:
                 op = finding.op or ticket.op
                 path, line = finding.site or (ticket.path, ticket.line)
                 self._report_at(ticket, finding.code, finding.message, op, path, line)
+            if modules.repeats.pending:
+                self._judge_repeats(modules, ticket, call, identities)
         except Exception as exc:
             self._internal(ticket, "comparing the cache writes with the reads", exc)
+
+    def _judge_repeats(self, modules: _Modules, ticket: _Ticket, call: LiveCall,
+                       identities: dict[str, int | None]) -> None:
+        """KVL508 at the write whose repeated slot this attention call reads."""
+        for name, layer in identities.items():
+            if layer is None or layer not in modules.repeats.pending:
+                continue
+            rows = modules.cache_rows.read_rows(call, call.get(name))
+            if rows is None:
+                continue
+            read = rows.read
+            for hit in modules.repeats.read(layer, rows.offsets[read], rows.requests[read], rows.positions[read]):
+                repeat = hit.repeat
+                message = (f"{repeat.message}; {ticket.op} at {ticket.path}:{ticket.line} reads that slot (batch "
+                           f"{hit.request}, position {hit.position} of its {name} cache), so the attention uses "
+                           "the undefined row: give each token its own slot")
+                self._report_at(ticket, "KVL508", message, repeat.op, *repeat.site)
 
     def _after(self, modules: _Modules, ticket: _Ticket, result: Any) -> None:
         write = ticket.write
@@ -476,11 +545,11 @@ class Probe:
         self._report_at(ticket, code, message, ticket.op, ticket.path, ticket.line)
 
     def _report_at(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int,
-                   count: int = 1) -> None:
-        """A finding at a site (the current call's, or the earlier call it concerns); strict mode raises it
-        from the current call."""
-        self.recorder.add(code, message, op, path, line, count)
-        if RULES[code].severity != ERROR:
+                   count: int = 1, severity: str | None = None) -> None:
+        """A finding at a site (the current call's, or the earlier call it concerns), at the rule's level
+        unless ``severity`` says; strict mode raises an error from the current call."""
+        self.recorder.add(code, message, op, path, line, count, severity)
+        if (severity or RULES[code].severity) != ERROR:
             return
         ticket.flagged = True
         if self.settings.strict:

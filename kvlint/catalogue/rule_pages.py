@@ -1220,35 +1220,71 @@ DOCS: dict[str, RuleDoc] = {
         what=(
             'Reports a cache write whose slots repeat within one call (npu_scatter_nd_update coordinates, '
             "npu_scatter_pa_kv_cache slot_mapping, ATB's _npu_reshape_and_cache slot_indices, "
-            'npu_kv_rmsnorm_rope_cache index) with different values; negative slots are '
-            "padding. scatter_update's per-row starts may repeat, and so may tokens that write the same row "
-            "(the dummy tokens of a padded batch, all sent to a reserved block)."
+            'npu_kv_rmsnorm_rope_cache index) with different values, once an attention call reads the '
+            'repeated slot within its KV length (before another write fills it again); the finding is at '
+            "the write and names the read. Negative slots are padding. scatter_update's per-row starts may "
+            'repeat, and so may tokens that write the same row. A repeated slot that nothing reads by the end '
+            "of the run (a serving engine's warm-up sends dummy requests of random tokens, all to the pool's "
+            'reserved block 0, and never reads it) is reported at info level, saying that no read followed.'
         ),
         why=(
             'Two tokens written to one slot in one call leave an undefined value on the device (KVC-C15, '
-            "KVC-C24): which token wins, or a mix, depends on the kernel's scheduling. It usually means two "
-            'sequences were given the same block.'
+            "KVC-C24): which token wins, or a mix, depends on the kernel's scheduling. An attention call "
+            'reading that slot then attends to an undefined key and value. It usually means two sequences '
+            'were given the same block.'
         ),
         bad=_PROBE_HEADER + (
-            'cache = torch.zeros(64, 32)  # a paged cache viewed as [slots, hidden]\n'
-            'slots = torch.tensor([[5], [6], [5]])  # two tokens mapped to slot 5\n'
-            'torch_npu.npu_scatter_nd_update_(cache, slots, torch.randn(3, 32))\n'
+            'key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)\n'
+            'keys = torch.randn(2, 2, 16)\n'
+            'slots = torch.tensor([16, 16], dtype=torch.int32)  # two sequences given block 1\n'
+            'torch_npu._npu_reshape_and_cache(keys, keys.clone(), key_cache, value_cache, slots)\n'
+            'table = torch.tensor([[1], [1]], dtype=torch.int32)\n'
+            'torch_npu.npu_fused_infer_attention_score(\n'
+            '    torch.randn(2, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table,\n'
+            '    block_size=16, actual_seq_lengths_kv=[1, 1], num_heads=4, num_key_value_heads=2, scale=0.25)\n'
         ),
         good=_PROBE_HEADER + (
-            'cache = torch.zeros(64, 32)  # a paged cache viewed as [slots, hidden]\n'
-            'slots = torch.tensor([[5], [6], [7]])\n'
-            'torch_npu.npu_scatter_nd_update_(cache, slots, torch.randn(3, 32))\n'
+            'key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)\n'
+            'keys = torch.randn(2, 2, 16)\n'
+            'slots = torch.tensor([16, 32], dtype=torch.int32)  # blocks 1 and 2\n'
+            'torch_npu._npu_reshape_and_cache(keys, keys.clone(), key_cache, value_cache, slots)\n'
+            'table = torch.tensor([[1], [2]], dtype=torch.int32)\n'
+            'torch_npu.npu_fused_infer_attention_score(\n'
+            '    torch.randn(2, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table,\n'
+            '    block_size=16, actual_seq_lengths_kv=[1, 1], num_heads=4, num_key_value_heads=2, scale=0.25)\n'
         ),
         output=(
-            'kvlint-probe: example.py:6: KVL508 probe-duplicate-slots: indices repeats a slot ([5] appears 2 '
-            'times) with different values: the written value is undefined on the device [npu_scatter_nd_update_]\n'
+            'kvlint-probe: example.py:7: KVL508 probe-duplicate-slots: slot_indices repeats a slot (16 appears 2 '
+            'times) with different values: the written value is undefined on the device; '
+            'npu_fused_infer_attention_score at example.py:9 reads that slot (batch 0, position 0 of its key '
+            'cache), so the attention uses the undefined row: give each token its own slot [_npu_reshape_and_cache]\n'
+        ),
+        silent=_PROBE_HEADER + (
+            'key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)\n'
+            'dummies = torch.randn(4, 2, 16)  # warm-up: random token ids, all in the reserved block 0\n'
+            'torch_npu._npu_reshape_and_cache(dummies, dummies.clone(), key_cache, value_cache,\n'
+            '                                 torch.zeros(4, dtype=torch.int32))\n'
+            'keys = torch.randn(1, 2, 16)\n'
+            'torch_npu._npu_reshape_and_cache(keys, keys.clone(), key_cache, value_cache,\n'
+            '                                 torch.tensor([16], dtype=torch.int32))\n'
+            'table = torch.tensor([[1]], dtype=torch.int32)  # the real request never reads block 0\n'
+            'torch_npu.npu_fused_infer_attention_score(\n'
+            '    torch.randn(1, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table,\n'
+            '    block_size=16, actual_seq_lengths_kv=[1], num_heads=4, num_key_value_heads=2, scale=0.25)\n'
+        ),
+        silent_note=(
+            "Not an error: a warm-up's dummy requests repeat slot 0 of the reserved block with different rows, "
+            'and nothing reads block 0. At exit the summary and the JSON report carry it at info level '
+            '("... no attention call read the slot afterwards, so nothing is known to have used the undefined '
+            'row").'
         ),
         references=(
             Reference('KVC-C15 slot_mapping must not repeat', f"{KV_CACHE}#kvc-c15"),
             Reference('KVC-C24 index must not repeat', f"{KV_CACHE}#kvc-c24"),
         ),
         no_fix=(
-            "The slots come from the program's block allocator; the message names a repeated slot."
+            "The slots come from the program's block allocator; the message names a repeated slot and the "
+            'call that reads it.'
         ),
     ),
     "KVL509": RuleDoc(
