@@ -498,7 +498,7 @@ class Probe:
             if modules.signature.plain(returned):
                 modules.clock.caches.follow(ticket.cache, returned)
         call = ticket.call
-        if call is not None and call.concrete and ticket.checked and call.is_attention:
+        if call is not None and call.concrete and ticket.checked and modules.compare.compared(call):
             self._check_output(modules, ticket, call, result)
 
     def _check_output(self, modules: _Modules, ticket: _Ticket, call: LiveCall, result: Any) -> None:
@@ -509,7 +509,7 @@ class Probe:
         except Exception as exc:
             self._internal(ticket, "measuring the cache reads", exc)
         try:
-            output = compare.attention_output(result)
+            output = compare.attention_output(result, call)
             message = None if output is None else compare.nonfinite(output)
             if message:
                 self._report(ticket, "KVL502", message)

@@ -873,7 +873,9 @@ DOCS: dict[str, RuleDoc] = {
             " every call) with kvlint's float32 reference of the operator, element by element, with the "
             'tolerance of the output dtype (``|out - ref| <= max(|ref|, 1) * eps``, eps 2^-7 for float16, '
             '2^-6 for bfloat16, 1e-4 for float32), and reports the largest error and where it is (batch, '
-            'head, token).'
+            'head, token). Compared: npu_fused_infer_attention_score(_v2), IFA, PFA, npu_fusion_attention(_v2) '
+            "(its attention output) and ATB's attention operators (the out tensor they write), with the same "
+            'tolerances and the same rule for rows the reference leaves at 0 (fully masked, left out).'
         ),
         why=(
             'A fused attention call that computes something other than its arguments ask for gives plausible '
