@@ -29,8 +29,20 @@ from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, STARTS, CacheWrite
 from kvlint.catalogue.operators import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
+from kvlint.catalogue.rules import WARNING
 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
+
+
+@dataclass(frozen=True)
+class Leveled:
+    """A check's finding at a lower level than its rule's: the documentation calls the value out of range,
+    but the device is known to ignore or clamp it (the message says so)."""
+
+    message: str
+    severity: str
+
+
 TEMPLATE_SHAPES = ((2048, 2048), (1, 2048, 2048), (1, 1, 2048, 2048))
 TEMPLATE_MODES = frozenset({2, 3, 4})
 MLA_ROPE_DIM = 64
@@ -170,9 +182,25 @@ def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None)
     return None
 
 
-def seq_lengths(call: LiveCall) -> str | None:
+def _ignored_query_lengths(call: LiveCall, geo: Geometry, param: str | None, lengths: list[int]) -> str | None:
+    """FIA at Q_S = 1 outside TND ignores the query lengths (FIA-C18): None when that does not apply; else
+    "harmless" when the output cannot depend on them (the KV lengths are given, or every entry covers the
+    key's S), or what the device does instead (the IFA habit: KV lengths passed as the query lengths)."""
+    if call.name not in FIA or param != call.query_lengths_param or geo.varlen or geo.q_seq != 1:
+        return None
+    if call.get(call.kv_lengths_param) is not None or geo.kv_seq is None or min(lengths) >= geo.kv_seq:
+        return "harmless"
+    return (f"; with no {call.kv_lengths_param} the device ignores these and attends over all {geo.kv_seq} "
+            f"keys (FIA-C18): KV lengths go in {call.kv_lengths_param}")
+
+
+def seq_lengths(call: LiveCall) -> str | Leveled | None:
     """KVL503: lengths must fit the tensors: per batch row one entry (or one for all), each <= S; varlen
-    (TND/NTD) cumulative ends, non-decreasing, ending at T, as many for the keys as for the queries."""
+    (TND/NTD) cumulative ends, non-decreasing, ending at T, as many for the keys as for the queries. A warning
+    where the device ignores the out-of-range lengths, so the output cannot depend on them: FIA's query
+    lengths at Q_S = 1 outside TND (FIA-C18; torch_npu's own graph tests pass [100] there). More entries
+    than batch rows stay an error: the device reads the first B (FIA-C13), so the output is not what the
+    list describes (prompts packed into one row)."""
     geo = call.geometry
     if geo is None:
         return None
@@ -180,6 +208,7 @@ def seq_lengths(call: LiveCall) -> str | None:
         (call.query_lengths_param, geo.q_seq, False),
         (call.kv_lengths_param, None if geo.paged else geo.kv_seq, geo.paged),
     )
+    warning: Leveled | None = None
     for param, total, per_batch_paged in checks:
         lengths = call.lengths(param)
         if lengths is None:
@@ -188,10 +217,16 @@ def seq_lengths(call: LiveCall) -> str | None:
             problem = _cumulative_problem(lengths, total)
         else:
             problem = _per_batch_problem(lengths, geo.batch, total)
-        if problem:
-            shown = lengths if len(lengths) <= 8 else [*lengths[:8], "..."]
-            return f"{param}={shown} {problem}"
-    return None
+        if not problem:
+            continue
+        shown = lengths if len(lengths) <= 8 else [*lengths[:8], "..."]
+        message = f"{param}={shown} {problem}"
+        ignored = _ignored_query_lengths(call, geo, param, lengths)
+        if ignored != "harmless":
+            return message + (ignored or "")
+        warning = Leveled(f"{message}; {call.name} ignores {param} when the query has one token outside TND "
+                          "(FIA-C18), so this is a warning", WARNING)
+    return warning
 
 
 def block_table(call: LiveCall) -> str | None:
@@ -548,7 +583,7 @@ SIGNATURE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
     "KVL536": tensor_scalar_argument,
 }
 """Checks that read only the call's signature; run once per call site and signature."""
-VALUE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
+VALUE_CHECKS: dict[str, Callable[[LiveCall], str | Leveled | None]] = {
     "KVL202": mask_shape,
     "KVL503": seq_lengths,
     "KVL504": block_table,

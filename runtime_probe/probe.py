@@ -74,7 +74,7 @@ class _Signature:
 
     bound: bool
     """False when the call does not fit the schema (the operator raises; static KVL101/KVL103)."""
-    findings: tuple[tuple[str, str], ...] = ()
+    findings: tuple[tuple[str, Any], ...] = ()
     """(code, message) of the signature checks that fired: counted again on every call with it."""
     places: tuple[Where | None, ...] = ()
     """Where this signature holds the arguments that place a call in its step (``_placed``)."""
@@ -530,7 +530,7 @@ class Probe:
             self._report(ticket, "KVL501", result.message(output.dtype))
 
     # -- findings -----------------------------------------------------------------------------------
-    def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], str | None]) -> str | None:
+    def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], Any]) -> Any:
         assert ticket.call is not None
         try:
             message = check(ticket.call)
@@ -541,8 +541,13 @@ class Probe:
             self._report(ticket, code, message)
         return message
 
-    def _report(self, ticket: _Ticket, code: str, message: str) -> None:
-        self._report_at(ticket, code, message, ticket.op, ticket.path, ticket.line)
+    def _report(self, ticket: _Ticket, code: str, message: Any) -> None:
+        """A finding at the current call: ``message`` is a check's text, or a ``checks.Leveled`` one."""
+        if isinstance(message, str):
+            self._report_at(ticket, code, message, ticket.op, ticket.path, ticket.line)
+        else:
+            self._report_at(ticket, code, message.message, ticket.op, ticket.path, ticket.line,
+                            severity=message.severity)
 
     def _report_at(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int,
                    count: int = 1, severity: str | None = None) -> None:

@@ -955,7 +955,10 @@ DOCS: dict[str, RuleDoc] = {
             'Checks the live length lists against the tensors: outside TND, one entry per batch row (or one '
             'for all) and each at most S; for TND/NTD, cumulative ends, non-decreasing, without the leading 0'
             " of flash-attn's cu_seqlens, ending at T. A list with more entries than batch rows is reported: "
-            'prompts packed into one row of a batch attend to each other.'
+            'prompts packed into one row of a batch attend to each other. FIA at one query token outside TND '
+            'ignores its query lengths (FIA-C18): out-of-range query lengths there are a warning when the KV '
+            'lengths are given (or every entry covers the key), and without KV lengths an error saying that '
+            'the device attends over every key.'
         ),
         why=(
             'The operator reads the first B entries of a longer list and ignores the rest (FIA-C13), so a '
@@ -1924,3 +1927,52 @@ CONSTRAINT_DOCS: dict[str, RuleDoc] = {
 """The pages of the probe's constraint checks (KVL520-KVL537), one per row of
 ``kvlint.runtime_probe.reference.constraints``; kept apart from the other probe pages for that reason."""
 DOCS.update(CONSTRAINT_DOCS)
+
+
+LEVEL_RULE = ("Errors are for what the device refuses or computes wrongly; where the documentation calls a value "
+              "out of range but the device is known to clamp or ignore it, the finding is a warning that says so.")
+"""How a probe finding's level is chosen (issue 24); each probe code's page gives its level and why."""
+
+LEVELS: dict[str, str] = {
+    "KVL501": "error: the operator computed something other than its arguments ask for.",
+    "KVL502": "error: a NaN or Inf in the attention output is a wrong result whatever caused it.",
+    "KVL503": (
+        "error: lengths above S read past the tensors, and more entries than batch rows (the device reads the "
+        "first B, FIA-C13) or non-cumulative TND lengths give an output other than the list describes. A "
+        "warning, saying so, where FIA ignores the lengths: its query lengths at Q_S = 1 outside TND (FIA-C18) "
+        "when the KV lengths are given or every entry covers the key's S (torch_npu's own graph tests pass "
+        "actual_seq_lengths=[100] there); without KV lengths they are the IFA habit and stay an error."
+    ),
+    "KVL504": "error: a block id outside the cache or a table too short for the length reads memory that is "
+              "not the sequence's keys.",
+    "KVL505": "error: reported only with the proof that the layer reads rows nobody wrote, a wrong result.",
+    "KVL506": "error: head counts that disagree with the tensors split the heads wrongly or are refused.",
+    "KVL507": "warning: whether attention should be causal is the program's intent; the evidence only "
+              "suggests a decoder.",
+    "KVL508": "error once an attention call reads the repeated slot (it attends to an undefined row); info when "
+              "nothing reads it by the end of the run (the undefined row did no harm, as in a warm-up's "
+              "reserved block).",
+    "KVL509": "error: the token just written is not attended, a wrong result.",
+    "KVL510": "error: attending to rows nobody wrote dilutes the attention, a wrong result.",
+    "KVL520": "error: the device refuses the layout for this query length (the emulator raises RuntimeError).",
+    "KVL521": "error: the device refuses learnable_sink outside its documented use (RuntimeError).",
+    "KVL522": "error: the device refuses an MLA query head dim other than 128 or 512 (RuntimeError).",
+    "KVL523": "error: the device refuses these antiquant modes (RuntimeError).",
+    "KVL524": "warning: the device ignores the combined antiquant_mode with Q_S > 1; the call runs.",
+    "KVL525": "error: the device refuses inner_precise outside its range (RuntimeError).",
+    "KVL526": "warning: the shape is undocumented, not refused; the device computes something the "
+              "documentation does not describe.",
+    "KVL527": "error: the device refuses a heads-major paged cache with this query layout (RuntimeError).",
+    "KVL528": "warning: the cache layout is undocumented, not refused.",
+    "KVL529": "error: the device refuses this block_size for the call (RuntimeError).",
+    "KVL530": "error: the device refuses paged attention with Q_S > 1 and an int8 cache (RuntimeError).",
+    "KVL531": "warning: the head dims are undocumented for TND, not refused.",
+    "KVL532": "error: the device refuses axes above its limits (RuntimeError).",
+    "KVL533": "error: the device refuses these ranks and shapes (RuntimeError).",
+    "KVL534": "error: the device refuses pse_shift with this dtype, head dim or layout (RuntimeError).",
+    "KVL535": "error: the device refuses these negative band edges (RuntimeError).",
+    "KVL536": "warning: the call computes the right result; the cost is a host read on every call.",
+    "KVL537": "error: the operator runs with the truncated value, not the one passed.",
+    "KVL599": "warning: the program's call ran normally; only the probe's judgement of it is missing.",
+}
+"""Probe code -> its level and the reason, shown on its page."""
