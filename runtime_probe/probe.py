@@ -30,6 +30,7 @@ at its exit, multiprocessing's included.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import sys
 import threading
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
 
 INTERNAL_ERROR = "KVL599"
 JUDGED_BY_READS = frozenset({"KVL508"})
+ACROSS_CALLS = frozenset({"KVL505", "KVL508", "KVL509", "KVL510"})
+"""Findings an attention call makes about the cache writes before it: their reproduction replays those."""
 """Value checks whose finding is an error only once a read shows that it matters (``repeats``)."""
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
 MAX_SIGNATURES = 4096
@@ -125,6 +128,11 @@ class _Ticket:
     flagged: bool = False
     """An error-level finding was reported: the call is malformed, so its output is not compared."""
     errors: list[ProbeError] = field(default_factory=list)
+    overload: str = "default"
+    raw: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+    """The call's own arguments, kept only when findings are dumped (``KVLINT_PROBE_DUMP``)."""
+    companions: list[Any] = field(default_factory=list)
+    """``dump.Call`` of the earlier calls a finding across calls at this call needs to be reproduced."""
 
 
 class _Modules:
@@ -167,6 +175,11 @@ class Probe:
         """This process is a fork of the one that activated the probe."""
         self._finished: int | None = None
         """The pid that wrote the report (an inherited atexit handler must not write it twice)."""
+        self._dumped: set[tuple[str, int]] = set()
+        """Sites whose reproduction is written (``KVLINT_PROBE_DUMP``)."""
+        self._recent_writes: dict[tuple[int, tuple[str, int]], tuple[int, Any]] = {}
+        """(layer, write site) -> (order, ``dump.Call``) of the last followed write there, when dumping."""
+        self._order = itertools.count()
 
     # -- activation ---------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -205,6 +218,7 @@ class Probe:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._finished = None
+        self._dumped, self._recent_writes = set(), {}
         multiprocessing_util = sys.modules.get("multiprocessing.util")
         if multiprocessing_util is not None:  # a multiprocessing child leaves through os._exit, not atexit
             multiprocessing_util.register_after_fork(self, Probe._finish_with_multiprocessing)
@@ -334,6 +348,8 @@ class Probe:
             key, known = None, None
         checked = known is None or compare or settings.value_checked(number)
         ticket = _Ticket(name, path, line, number, checked, compare)
+        if settings.dump_dir is not None:
+            ticket.overload, ticket.raw = overload, (args, kwargs)
         try:
             if checked:
                 self._check(modules, ticket, key, overload, args, kwargs)
@@ -424,7 +440,8 @@ class Probe:
                 return None
             offsets = modules.cache_rows.entry_offsets(call, ticket.write)
             held = offsets[found.tokens].unique() if offsets is not None else found.tokens.new_empty(0)
-            return Repeat(ticket.op, (ticket.path, ticket.line), found.message, held)
+            return Repeat(ticket.op, (ticket.path, ticket.line), found.message, held,
+                          call=None if ticket.raw is None else self._call(ticket))
         except Exception as exc:
             self._internal(ticket, "check KVL508", exc)
             return None
@@ -449,6 +466,8 @@ class Probe:
                 ticket.step.writes.setdefault(layer, []).append(Write(ticket.op, site, rows))
                 caches.followed(layer, rows.offsets)
                 repeats.written(layer, rows.offsets, repeat)
+                if ticket.raw is not None:
+                    self._recent_writes[(layer, site)] = (next(self._order), self._call(ticket))
             modules.drift.observe(call, ticket.write, ticket.step, layer, caches.filled[layer], site, ticket.number)
         except Exception as exc:
             caches.unfollowed_layer(layer)
@@ -465,6 +484,8 @@ class Probe:
                 self._report_at(ticket, "KVL507", message, op, path, line, count)
             identities = {name: caches.identity(call.get(name)) for name in ("key", "value")
                           if modules.signature.plain(call.get(name))}
+            if ticket.raw is not None:
+                ticket.companions = self._feeding_writes(ticket.step, identities)
             for finding in modules.coverage.check(call, ticket.step, identities, caches):
                 op = finding.op or ticket.op
                 path, line = finding.site or (ticket.path, ticket.line)
@@ -486,6 +507,8 @@ class Probe:
             read = rows.read
             for hit in modules.repeats.read(layer, rows.offsets[read], rows.requests[read], rows.positions[read]):
                 repeat = hit.repeat
+                if repeat.call is not None:
+                    ticket.companions = [repeat.call]
                 message = (f"{repeat.message}; {ticket.op} at {ticket.path}:{ticket.line} reads that slot (batch "
                            f"{hit.request}, position {hit.position} of its {name} cache), so the attention uses "
                            "the undefined row: give each token its own slot")
@@ -556,9 +579,56 @@ class Probe:
         self.recorder.add(code, message, op, path, line, count, severity)
         if (severity or RULES[code].severity) != ERROR:
             return
+        if ticket.raw is not None and (path, line) not in self._dumped:
+            self._dump(ticket, code, message, op, path, line)
         ticket.flagged = True
         if self.settings.strict:
             ticket.errors.append(ProbeError(code, path, line, f"{RULES[code].symbol}: {message}"))
+
+    # -- reproductions ------------------------------------------------------------------------------
+    @staticmethod
+    def _call(ticket: _Ticket) -> Any:
+        from kvlint.runtime_probe.dump import Call
+
+        assert ticket.raw is not None
+        return Call(ticket.op, ticket.overload, ticket.path, ticket.line, *ticket.raw)
+
+    def _feeding_writes(self, step: Step | None, identities: dict[str, int | None]) -> list[Any]:
+        """The followed writes of this step into the caches an attention call reads, in their order."""
+        if step is None:
+            return []
+        found = [self._recent_writes.get((layer, write.site)) for layer in set(identities.values())
+                 if layer is not None for write in step.writes.get(layer, [])]
+        return [call for _, call in sorted({id(f[1]): f for f in found if f is not None}.values(),
+                                           key=lambda f: f[0])]
+
+    def _dumps_here(self) -> bool:
+        """Dump in this process: the one that started the probe or a rank, or a worker whose folder was set
+        for it (not the one inherited from its probed parent); never a forked child."""
+        if not self.worker():
+            return True
+        inherited = os.environ.get(config.DUMP_PARENT_VARIABLE)
+        return not self.forked and inherited is not None and inherited != str(self.settings.dump_dir)
+
+    def _dump(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int) -> None:
+        """The site's first error-level finding: its reproduction under ``KVLINT_PROBE_DUMP`` (``dump``)."""
+        from kvlint.runtime_probe import dump
+
+        self._dumped.add((path, line))
+        if not self._dumps_here():
+            return
+        rule = RULES[code]
+        process = dump.process()
+        finding = {"code": code, "symbol": rule.symbol, "severity": ERROR, "message": message, "op": op,
+                   "path": path, "line": line, "process": process}
+        calls = [*(ticket.companions if code in ACROSS_CALLS else []), self._call(ticket)]
+        rank = "" if process["rank"] is None else str(process["rank"])
+        assert self.settings.dump_dir is not None
+        folder = Path(self._root, self.settings.dump_dir, dump.folder_name(path, line, code, rank, os.getpid()))
+        try:
+            dump.write(folder, finding, calls, self.settings.dump_max)
+        except Exception as exc:  # a failed dump never breaks the program
+            print(f"kvlint: probe could not dump {path}:{line} {code} to {folder}: {exc!r}", file=sys.stderr)
 
     def _internal(self, ticket: _Ticket, stage: str, exc: Exception) -> None:
         """KVL599, except on fake/meta calls, where failing to read values is expected and kept quiet."""
@@ -612,6 +682,7 @@ def deactivate() -> Probe | None:
         probe, _ACTIVE = _ACTIVE, None
         if _EXPORTED:
             os.environ.pop(config.PARENT_VARIABLE, None)
+            os.environ.pop(config.DUMP_PARENT_VARIABLE, None)
             _EXPORTED = False
     if probe is not None:
         probe.detach()
@@ -627,6 +698,8 @@ def activate_from_env() -> Probe | None:
         return None
     if config.PARENT_VARIABLE not in os.environ:
         os.environ[config.PARENT_VARIABLE] = str(os.getpid())
+        if settings.dump_dir is not None:
+            os.environ[config.DUMP_PARENT_VARIABLE] = str(settings.dump_dir)
         _EXPORTED = True
     probe = activate(settings)
     atexit.register(probe.finish)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -35,6 +36,8 @@ class Repeat:
     """Byte offsets (unique) of the repeated rows in the layer's cache that no write has filled again."""
     unjudged: str = ""
     """Why no read can be judged any more (empty while the reads are followed)."""
+    call: Any = None
+    """The write as ``dump.Call`` when findings are dumped (its reproduction replays it)."""
 
 
 @dataclass(frozen=True)
