@@ -25,6 +25,10 @@ first probed call.
 
 Every process writes its own report (``config``): a forked child starts with empty counters and writes
 at its exit, multiprocessing's included.
+
+KVL508 waits for the reads (``repeats``): a repeated slot is an error once an attention call reads it,
+info at the end otherwise. With ``KVLINT_PROBE_DUMP``, each site's first error-level finding writes a
+reproduction (``dump``); the arguments are kept for it only then.
 """
 
 from __future__ import annotations
