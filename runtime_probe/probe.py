@@ -62,9 +62,9 @@ if TYPE_CHECKING:
 
 INTERNAL_ERROR = "KVL599"
 JUDGED_BY_READS = frozenset({"KVL508"})
+"""Value checks whose finding is an error only once a read shows that it matters (``repeats``)."""
 ACROSS_CALLS = frozenset({"KVL505", "KVL508", "KVL509", "KVL510"})
 """Findings an attention call makes about the cache writes before it: their reproduction replays those."""
-"""Value checks whose finding is an error only once a read shows that it matters (``repeats``)."""
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
 MAX_SIGNATURES = 4096
 """Signatures remembered (the oldest are forgotten): shapes that change at every call (a cache sliced to
@@ -611,8 +611,7 @@ class Probe:
         for it (not the one inherited from its probed parent); never a forked child."""
         if not self.worker():
             return True
-        inherited = os.environ.get(config.DUMP_PARENT_VARIABLE)
-        return not self.forked and inherited is not None and inherited != str(self.settings.dump_dir)
+        return not self.forked and os.environ.get(config.DUMP_PARENT_VARIABLE) != str(self.settings.dump_dir)
 
     def _dump(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int) -> None:
         """The site's first error-level finding: its reproduction under ``KVLINT_PROBE_DUMP`` (``dump``)."""

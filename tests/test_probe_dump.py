@@ -93,7 +93,7 @@ def test_the_size_cap_drops_the_largest_tensors_and_says_so(emulated, tmp_path, 
     assert "cannot re-run: the size cap dropped npu_fused_infer_attention_score args[1]" in replay.stdout
 
 
-@pytest.mark.parametrize(("inherited", "dumps"), [("same", False), ("other", True)])
+@pytest.mark.parametrize(("inherited", "dumps"), [("same", False), ("other", True), ("none", True)])
 def test_a_worker_dumps_only_when_its_folder_was_set_for_it(inherited, dumps, emulated, tmp_path, monkeypatch):
     """A worker (started by a probed process: it inherits KVLINT_PROBE_PARENT) that inherited its parent's
     folder writes nothing; one whose folder was set for it does."""
@@ -101,7 +101,10 @@ def test_a_worker_dumps_only_when_its_folder_was_set_for_it(inherited, dumps, em
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     mine = tmp_path / "worker"
-    monkeypatch.setenv(config.DUMP_PARENT_VARIABLE, str(mine if inherited == "same" else tmp_path / "parent"))
+    if inherited == "none":  # the parent dumped nowhere
+        monkeypatch.delenv(config.DUMP_PARENT_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(config.DUMP_PARENT_VARIABLE, str(mine if inherited == "same" else tmp_path / "parent"))
     running, torch_npu = emulated(dump_dir=mine)
     _bad_lengths(torch_npu)
     assert [f.code for f in running.recorder.findings.values()] == ["KVL503"]
