@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from kvlint.runtime_probe.live_call import Geometry, LiveCall
 
-from kvlint.catalogue.cache_writes import COORDINATES, ROW_OFFSETS, SLOTS, STARTS, CacheWrite
+from kvlint.catalogue.cache_writes import COORDINATES, ROW_OFFSETS, SLOTS, STARTS, Addressing, CacheWrite
 
 
 @dataclass
@@ -71,9 +71,9 @@ def written_rows(call: LiveCall, write: CacheWrite) -> WrittenRows | None:
     addressing = write.layouts.get(call.get(write.mode) if write.mode else None)
     if addressing is None:
         return None
-    size, strides = cache.element_size(), cache.stride()
     index = _host(positions)
     if addressing.kind == STARTS:
+        size, strides = cache.element_size(), cache.stride()
         axis = _axis(int(call.get("axis")), cache.dim())  # type: ignore[call-overload]
         source = call.get(write.source)
         if index.dim() != 1 or not isinstance(source, torch.Tensor) or axis == 0 or axis >= source.dim():
@@ -82,26 +82,50 @@ def written_rows(call: LiveCall, write: CacheWrite) -> WrittenRows | None:
         rows = torch.arange(index.shape[0]).repeat_interleave(len(steps))
         places = (index[:, None] + steps[None, :]).reshape(-1)
         return WrittenRows(cache, (rows * strides[0] + places * strides[axis]) * size, rows)
+    entries = _entries(cache, index, addressing)
+    if entries is None:
+        return None
+    offsets, kept, requests = entries
+    return WrittenRows(cache, offsets[kept], None if requests is None else requests[kept])
+
+
+def entry_offsets(call: LiveCall, write: CacheWrite) -> torch.Tensor | None:
+    """The byte offset of the row each entry of the positions argument addresses (each coordinate row, for
+    coordinates), in the argument's flattened order; None for per-row starts or an unmodelled addressing.
+    The offsets of padding entries (negative slots) are meaningless."""
+    cache, positions = call.get(write.cache), call.get(write.positions)
+    addressing = write.layouts.get(call.get(write.mode) if write.mode else None)
+    if not isinstance(cache, torch.Tensor) or not isinstance(positions, torch.Tensor) or cache.dim() < 2 \
+            or addressing is None:
+        return None
+    entries = _entries(cache, _host(positions), addressing)
+    return None if entries is None else entries[0]
+
+
+def _entries(cache: torch.Tensor, index: torch.Tensor,
+             addressing: Addressing) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+    """(byte offset per entry, whether the entry writes, its batch row where the addressing says) for the
+    coordinates, slots and row offsets addressings."""
+    size, strides = cache.element_size(), cache.stride()
     if addressing.kind == COORDINATES:
         if index.dim() < 2 or index.shape[-1] > cache.dim():
             return None
         coordinates = index.reshape(-1, index.shape[-1])
         step = torch.tensor(strides[: coordinates.shape[1]], dtype=torch.int64)
-        return WrittenRows(cache, (coordinates * step).sum(1) * size, None)
+        offsets = (coordinates * step).sum(1) * size
+        return offsets, torch.ones(len(offsets), dtype=torch.bool), None
     axis = addressing.token_axis
-    assert axis is not None
+    if axis is None:
+        return None
     if addressing.kind == SLOTS:
         slots = index.reshape(-1)
-        slots = slots[slots >= 0]  # negative slots are padding
         block_size = cache.shape[axis]
         offsets = (slots // block_size) * strides[0] + (slots % block_size) * strides[axis]
-        return WrittenRows(cache, offsets * size, None)
+        return offsets * size, slots >= 0, None  # negative slots are padding
     if addressing.kind == ROW_OFFSETS and index.dim() == 2:
         rows = torch.arange(index.shape[0]).repeat_interleave(index.shape[1])
         places = index.reshape(-1)
-        kept = places >= 0
-        offsets = (rows[kept] * strides[0] + places[kept] * strides[axis]) * size
-        return WrittenRows(cache, offsets, rows[kept])
+        return (rows * strides[0] + places * strides[axis]) * size, places >= 0, rows
     return None
 
 

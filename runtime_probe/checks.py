@@ -21,6 +21,7 @@ Facts: docs/operators/constraints.md (constraints) and docs/operators/kv_cache_w
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from kvlint.runtime_probe.compare import EPSILON
@@ -28,8 +29,20 @@ from kvlint.runtime_probe.live_call import QUERY_FORMS, Geometry, LiveCall
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, STARTS, CacheWrite
 from kvlint.catalogue.operators import FIA, FIA_V1, FIA_V2, LAYOUTS, MAX_GQA_RATIO, PFA, SPARSE_MODES
+from kvlint.catalogue.rules import WARNING
 
 MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
+
+
+@dataclass(frozen=True)
+class Leveled:
+    """A check's finding at a lower level than its rule's: the documentation calls the value out of range,
+    but the device is known to ignore or clamp it (the message says so)."""
+
+    message: str
+    severity: str
+
+
 TEMPLATE_SHAPES = ((2048, 2048), (1, 2048, 2048), (1, 1, 2048, 2048))
 TEMPLATE_MODES = frozenset({2, 3, 4})
 MLA_ROPE_DIM = 64
@@ -169,9 +182,25 @@ def _per_batch_problem(lengths: list[int], batch: int | None, limit: int | None)
     return None
 
 
-def seq_lengths(call: LiveCall) -> str | None:
+def _ignored_query_lengths(call: LiveCall, geo: Geometry, param: str | None, lengths: list[int]) -> str | None:
+    """FIA at Q_S = 1 outside TND ignores the query lengths (FIA-C18): None when that does not apply; else
+    "harmless" when the output cannot depend on them (the KV lengths are given, or every entry covers the
+    key's S), or what the device does instead (the IFA habit: KV lengths passed as the query lengths)."""
+    if call.name not in FIA or param != call.query_lengths_param or geo.varlen or geo.q_seq != 1:
+        return None
+    if call.get(call.kv_lengths_param) is not None or geo.kv_seq is None or min(lengths) >= geo.kv_seq:
+        return "harmless"
+    return (f"; with no {call.kv_lengths_param} the device ignores these and attends over all {geo.kv_seq} "
+            f"keys (FIA-C18): KV lengths go in {call.kv_lengths_param}")
+
+
+def seq_lengths(call: LiveCall) -> str | Leveled | None:
     """KVL503: lengths must fit the tensors: per batch row one entry (or one for all), each <= S; varlen
-    (TND/NTD) cumulative ends, non-decreasing, ending at T, as many for the keys as for the queries."""
+    (TND/NTD) cumulative ends, non-decreasing, ending at T, as many for the keys as for the queries. A warning
+    where the device ignores the out-of-range lengths, so the output cannot depend on them: FIA's query
+    lengths at Q_S = 1 outside TND (FIA-C18; torch_npu's own graph tests pass [100] there). More entries
+    than batch rows stay an error: the device reads the first B (FIA-C13), so the output is not what the
+    list describes (prompts packed into one row)."""
     geo = call.geometry
     if geo is None:
         return None
@@ -179,6 +208,7 @@ def seq_lengths(call: LiveCall) -> str | None:
         (call.query_lengths_param, geo.q_seq, False),
         (call.kv_lengths_param, None if geo.paged else geo.kv_seq, geo.paged),
     )
+    warning: Leveled | None = None
     for param, total, per_batch_paged in checks:
         lengths = call.lengths(param)
         if lengths is None:
@@ -187,10 +217,16 @@ def seq_lengths(call: LiveCall) -> str | None:
             problem = _cumulative_problem(lengths, total)
         else:
             problem = _per_batch_problem(lengths, geo.batch, total)
-        if problem:
-            shown = lengths if len(lengths) <= 8 else [*lengths[:8], "..."]
-            return f"{param}={shown} {problem}"
-    return None
+        if not problem:
+            continue
+        shown = lengths if len(lengths) <= 8 else [*lengths[:8], "..."]
+        message = f"{param}={shown} {problem}"
+        ignored = _ignored_query_lengths(call, geo, param, lengths)
+        if ignored != "harmless":
+            return message + (ignored or "")
+        warning = Leveled(f"{message}; {call.name} ignores {param} when the query has one token outside TND "
+                          "(FIA-C18), so this is a warning", WARNING)
+    return warning
 
 
 def block_table(call: LiveCall) -> str | None:
@@ -285,13 +321,23 @@ def non_causal_prefill(call: LiveCall) -> tuple[int, int] | None:
     return q_len, kv_len
 
 
-def duplicate_slots(call: LiveCall) -> str | None:
-    """KVL508: two writes to one cache slot in one call leave an undefined value on the device (KVC-C15,
-    KVC-C24): which of the two lands is not said. Per-row starts (``scatter_update``) may repeat: two batch
-    rows at one position are fine. So do writes of the same row, to the output comparison's tolerance
-    (``compare.EPSILON``): whichever lands, the cache holds the same numbers. That is what the dummy requests
-    of a warm-up or a padded batch do, all sent to one reserved block (cann-recipes' null block 0) with the
-    same token at the same position."""
+@dataclass(frozen=True)
+class Repeat:
+    """A slot that one cache write's tokens write more than once with different rows."""
+
+    message: str
+    tokens: torch.Tensor
+    """Flattened indices (into the positions argument, one per coordinate row for coordinates) of the
+    tokens that write it."""
+
+
+def repeated_slot(call: LiveCall) -> Repeat | None:
+    """KVL508's condition on the call: two writes to one cache slot in one call leave an undefined value on
+    the device (KVC-C15, KVC-C24): which of the two lands is not said. Per-row starts (``scatter_update``)
+    may repeat: two batch rows at one position are fine. So do writes of the same row, to the output
+    comparison's tolerance (``compare.EPSILON``): whichever lands, the cache holds the same numbers. Whether
+    the undefined row matters is for the reads to say (``repeats``): the dummy requests of a warm-up, all
+    sent to a reserved block that nothing reads, leave it undefined harmlessly."""
     write = CACHE_WRITES.get(call.name)
     if write is None or STARTS in {addressing.kind for addressing in write.layouts.values()}:
         return None
@@ -302,19 +348,26 @@ def duplicate_slots(call: LiveCall) -> str | None:
     if call.name.startswith("npu_scatter_nd_update"):
         coordinates = indices.reshape(-1, indices.shape[-1])
         everyone = torch.ones(len(coordinates), dtype=torch.bool)
-        groups = [(coordinates, everyone, _token_rows(call, write, indices.shape[:-1]))]
+        groups = [(0, coordinates, everyone, _token_rows(call, write, indices.shape[:-1]))]
     elif indices.dim() == 2:  # slots per batch row (a 2-D Norm-mode index); negatives are padding
-        groups = [(row, row >= 0, []) for row in indices]
+        groups = [(number * indices.shape[1], row, row >= 0, []) for number, row in enumerate(indices)]
     else:
         slots = indices.reshape(-1)
-        groups = [(slots, slots >= 0, _token_rows(call, write, indices.shape))]
-    for slots, kept, rows in groups:
-        repeated = _differing_repeat(slots, kept, rows)
-        if repeated is not None:
-            slot, times = repeated
-            return (f"{param} repeats a slot ({slot} appears {times} times) with different values: the written "
-                    "value is undefined on the device")
-    return None
+        groups = [(0, slots, slots >= 0, _token_rows(call, write, indices.shape))]
+    message, writers = None, []
+    for first, slots, kept, rows in groups:
+        for slot, times, tokens in _differing_repeats(slots, kept, rows):
+            message = message or (f"{param} repeats a slot ({slot} appears {times} times) with different values: "
+                                  "the written value is undefined on the device")
+            writers.append(tokens + first)
+    return None if message is None else Repeat(message, torch.cat(writers))
+
+
+def duplicate_slots(call: LiveCall) -> str | None:
+    """KVL508: a slot written twice with different rows in one call (``repeated_slot``); the probe reports it
+    as an error once an attention call reads the slot."""
+    repeat = repeated_slot(call)
+    return None if repeat is None else repeat.message
 
 
 def _token_rows(call: LiveCall, write: CacheWrite, leading: torch.Size) -> list[torch.Tensor]:
@@ -337,19 +390,21 @@ def _same_rows(rows: torch.Tensor) -> bool:
     return bool((error <= EPSILON.get(rows.dtype, 0.0) * first.abs().clamp_min(1.0)).all())
 
 
-def _differing_repeat(slots: torch.Tensor, kept: torch.Tensor, rows: list[torch.Tensor]) -> tuple[object, int] | None:
-    """The first slot (or coordinate row) that the ``kept`` tokens write twice with different rows, and how
-    many times it is written; without the rows every repeat counts."""
+def _differing_repeats(slots: torch.Tensor, kept: torch.Tensor,
+                       rows: list[torch.Tensor]) -> list[tuple[object, int, torch.Tensor]]:
+    """Each slot (or coordinate row) that the ``kept`` tokens write twice with different rows: the slot, how
+    many times it is written, and by which tokens; without the rows every repeat counts."""
     positions = kept.nonzero().flatten()
     if positions.numel() == 0:
-        return None
+        return []
     unique, inverse, counts = torch.unique(slots[positions], dim=0, return_inverse=True, return_counts=True)
+    found = []
     for group in (counts > 1).nonzero().flatten().tolist():
         writers = positions[inverse == group]
         if rows and all(_same_rows(tensor[writers]) for tensor in rows):
             continue
-        return unique[group].tolist(), int(counts[group])
-    return None
+        found.append((unique[group].tolist(), int(counts[group]), writers))
+    return found
 
 
 # The documented constraints (kvlint.runtime_probe.reference.constraints), one code each. Each reads only
@@ -528,7 +583,7 @@ SIGNATURE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
     "KVL536": tensor_scalar_argument,
 }
 """Checks that read only the call's signature; run once per call site and signature."""
-VALUE_CHECKS: dict[str, Callable[[LiveCall], str | None]] = {
+VALUE_CHECKS: dict[str, Callable[[LiveCall], str | Leveled | None]] = {
     "KVL202": mask_shape,
     "KVL503": seq_lengths,
     "KVL504": block_table,

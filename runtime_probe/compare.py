@@ -1,5 +1,9 @@
 """Output checks of one attention call: non-finite values (KVL502) and the reference comparison (KVL501).
 
+Compared: the inference attention operators (FIA v1/v2, IFA, PFA), ``npu_fusion_attention`` and its
+``_v2`` (their first output), and the ATB attention operators (the ``out`` tensor they write), each against
+the float32 reference of ``kvlint.runtime_probe.reference`` on the call's own arguments.
+
 Tolerance per element, by output dtype: ``|out - ref| <= max(|ref|, 1) * eps`` with eps 2^-7 (fp16),
 2^-6 (bf16), 1e-4 (fp32) (the ATB "single benchmark" rule, docs/semantics.md#sem-7). Rows the
 reference leaves at exactly 0 are fully masked (or past the valid length); the device output there is
@@ -15,7 +19,13 @@ from dataclasses import dataclass
 import torch
 from kvlint.runtime_probe.live_call import LiveCall
 
-from kvlint.catalogue.operators import FIA_V1, FIA_V2, IFA, PFA, Operator
+from kvlint.catalogue.operators import ATB_FLASH, ATB_PAGED, FA, FIA_V1, FIA_V2, IFA, PFA, Operator
+
+FA_V2 = "npu_fusion_attention_v2"
+FUSION = frozenset({FA, FA_V2})
+ATB_ATTENTION = (ATB_PAGED | ATB_FLASH) - {"_npu_paged_attention_get_workspace"}
+"""The ATB attention operators: they write their result into ``out`` and return nothing."""
+FUSION_LEADING = ("query", "key", "value", "head_num", "input_layout")
 
 EPSILON = {torch.float16: 2.0**-7, torch.bfloat16: 2.0**-6, torch.float32: 1e-4, torch.float64: 1e-4}
 ROW_CORRECTION = 2
@@ -44,8 +54,16 @@ class Comparison:
                 f"{self.max_rel_err:.3g} > {self.tolerance:.3g} ({dtype}){where}")
 
 
-def attention_output(result: object) -> torch.Tensor | None:
-    """The attention output of an operator result: FIA returns (out, lse), IFA/PFA the tensor."""
+def compared(call: LiveCall) -> bool:
+    """The operator's output is checked (KVL502) and compared with the reference (KVL501)."""
+    return call.is_attention or call.name in FUSION or call.name in ATB_ATTENTION
+
+
+def attention_output(result: object, call: LiveCall | None = None) -> torch.Tensor | None:
+    """The attention output of an operator result: FIA returns (out, lse), npu_fusion_attention a tuple
+    whose first item is the output, IFA/PFA the tensor; an ATB operator writes its ``out`` argument."""
+    if call is not None and call.name in ATB_ATTENTION:
+        result = call.get("out")
     if isinstance(result, (tuple, list)):
         result = result[0] if result else None
     return result if isinstance(result, torch.Tensor) else None
@@ -77,13 +95,17 @@ def _reference_function(op: Operator) -> Callable[..., object]:
 
 def comparable(call: LiveCall, output: torch.Tensor | None) -> bool:
     return (
-        call.is_attention and call.concrete and output is not None and output.dtype in EPSILON
-        and call.geometry is not None
+        compared(call) and call.concrete and output is not None and output.dtype in EPSILON
+        and (call.geometry is not None or not call.is_attention)
     )  # fmt: skip
 
 
 def reference_output(call: LiveCall) -> torch.Tensor:
     """The reference's attention output for the call's own arguments (only the non-default keywords)."""
+    if call.name in FUSION:
+        return _fusion_reference(call)
+    if call.name in ATB_ATTENTION:
+        return _atb_reference(call)
     keywords = {
         param.name: call.args[param.name]
         for param in call.op.params
@@ -95,6 +117,37 @@ def reference_output(call: LiveCall) -> torch.Tensor:
     if output is None:
         raise TypeError(f"the reference returned {type(result).__name__}, not a tensor")
     return output
+
+
+def _fusion_reference(call: LiveCall) -> torch.Tensor:
+    """npu_fusion_attention(_v2)'s reference output (its first result)."""
+    from kvlint.runtime_probe.reference import operators as reference
+
+    function = reference.fusion_attention if call.name == FA else reference.fusion_attention_v2
+    keywords = {param.name: call.args[param.name] for param in call.op.params
+                if param.name not in FUSION_LEADING and _differs(call.args[param.name], param.default)}  # fmt: skip
+    with torch.no_grad():
+        result = function(*(call.get(name) for name in FUSION_LEADING), **keywords)
+    return result[0]
+
+
+def _atb_reference(call: LiveCall) -> torch.Tensor:
+    """An ATB operator's reference output: its CPU kernel (the reference, with the cache format read as the
+    emulator reads it) run on the call's arguments, writing a fresh ``out``."""
+    from kvlint.runtime_probe.emulator.attention import ATB
+
+    out = call.get("out")
+    assert isinstance(out, torch.Tensor)
+    fresh = torch.zeros_like(out)
+    positional = [param.name for param in call.op.positional]
+    keywords = {param.name: call.args[param.name] for param in call.op.params
+                if param.name not in positional and param.name != "out"}  # fmt: skip
+    arguments = [fresh if name == "out" else call.get(name) for name in positional]
+    if "out" not in positional:
+        keywords["out"] = fresh
+    with torch.no_grad():
+        ATB[call.name][0](*arguments, **keywords)
+    return fresh
 
 
 def _differs(value: object, default: object) -> bool:
@@ -125,11 +178,10 @@ def compare(call: LiveCall, output: torch.Tensor, expected: torch.Tensor) -> Com
     if output.shape != expected.shape:
         problem = f"output shape {list(output.shape)} differs from the reference's {list(expected.shape)}"
         return Comparison(float("inf"), float("inf"), tolerance, None, problem)
-    layout = call.layout
-    form = layout.partition("_")[2] or layout.partition("_")[0]
+    form, heads = _form(call, output)
     # float32 is exact enough for tolerances >= 1e-4 and, unlike float64, supported on every device
-    actual = _canonical(output.detach().float(), form, call.num_heads)
-    reference = _canonical(expected.detach().float(), form, call.num_heads)
+    actual = _canonical(_as_form(output.detach().float(), call), form, heads)
+    reference = _canonical(_as_form(expected.detach().float(), call), form, heads)
     if actual is None or reference is None:
         actual, reference = output.detach().float().reshape(1, 1, -1, 1), expected.float().reshape(1, 1, -1, 1)
     error = (actual - reference).abs().nan_to_num(nan=float("inf"))
@@ -147,7 +199,40 @@ def compare(call: LiveCall, output: torch.Tensor, expected: torch.Tensor) -> Com
     return Comparison(float(error.max()), float(relative.max()), tolerance, (batch, head, token))
 
 
+def _form(call: LiveCall, output: torch.Tensor) -> tuple[str, int]:
+    """The output's form (the axes' letters) and head count: the input layout's output part; for
+    npu_fusion_attention its layout (SBH read as BSH); ATB's outputs are token-major ``[T, N, D]``
+    (``[T, N * D]`` read as that)."""
+    if call.name in ATB_ATTENTION:
+        return "TND", int(call.get("num_heads"))  # type: ignore[call-overload]
+    if call.name in FUSION:
+        layout = str(call.get("input_layout")).upper()
+        return ("BSH" if layout == "SBH" else layout), int(call.get("head_num"))  # type: ignore[call-overload]
+    layout = call.layout
+    return layout.partition("_")[2] or layout.partition("_")[0], call.num_heads
+
+
+def _as_form(x: torch.Tensor, call: LiveCall) -> torch.Tensor:
+    """An SBH output as BSH; a 2-D ATB output ``[T, N * D]`` as ``[T, N, D]``."""
+    if call.name in FUSION and str(call.get("input_layout")).upper() == "SBH" and x.dim() == 3:
+        return x.transpose(0, 1)
+    if call.name in ATB_ATTENTION and x.dim() == 2:
+        heads = int(call.get("num_heads"))  # type: ignore[call-overload]
+        if heads > 0 and x.shape[1] % heads == 0:
+            return x.unflatten(1, (heads, x.shape[1] // heads))
+    return x
+
+
 def _varlen_batch(call: LiveCall, token: int) -> int:
-    """The batch entry of a packed token, from the cumulative query lengths."""
-    cumulative = call.lengths(call.query_lengths_param) or []
+    """The batch entry of a packed token: from the cumulative query lengths (npu_fusion_attention's
+    ``actual_seq_qlen`` too); an ATB paged decode has one token per sequence, its flash and split-fuse
+    operators per-sequence ``seq_len``."""
+    if call.name in ATB_ATTENTION:
+        seq_len = call.get("seq_len")
+        if not isinstance(seq_len, torch.Tensor):
+            return token
+        cumulative = seq_len.reshape(-1).to("cpu", torch.int64).cumsum(0).tolist()
+    else:
+        param = "actual_seq_qlen" if call.name in FUSION else call.query_lengths_param
+        cumulative = call.lengths(param) or []
     return next((index for index, end in enumerate(cumulative) if token < end), 0)

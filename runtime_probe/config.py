@@ -12,6 +12,11 @@ microseconds. The checks that read values (lengths, block ids, slots, outputs; o
 sync) run on sampled calls: the first ``KVLINT_PROBE_VALUE_FIRST`` calls of each site (default 256,
 ``all``: every call), then every ``KVLINT_PROBE_VALUE_EVERY``-th (default 1024, ``0``: never).
 
+``KVLINT_PROBE_DUMP``: a folder where each call site's first error-level finding writes a reproduction
+(``dump``), at most ``KVLINT_PROBE_DUMP_MAX`` bytes of tensors per site (default 64 MiB; ``512MiB``, ``1GB``,
+bytes). A worker process dumps only when its folder was set for it: a value other than the one its probed
+parent had (exported as ``KVLINT_PROBE_DUMP_PARENT``).
+
 ``KVLINT_PROBE_REPORT``: path of the JSON report, rewritten every ``KVLINT_PROBE_REPORT_EVERY`` seconds
 (default 5) while the program runs (``keeper``), made per-rank (``path.rank3.json``) when ``RANK`` or
 ``LOCAL_RANK`` is set; a process started by a probed process (a spawned or forked worker, which inherits
@@ -34,6 +39,10 @@ DEFAULT_SAMPLE = 3
 DEFAULT_VALUE_FIRST = 256
 DEFAULT_VALUE_EVERY = 1024
 DEFAULT_REPORT_EVERY = 5.0
+DEFAULT_DUMP_MAX = 64 << 20
+DUMP_PARENT_VARIABLE = "KVLINT_PROBE_DUMP_PARENT"
+"""Set by the first probed process to its ``KVLINT_PROBE_DUMP``: a worker that inherited the same folder does
+not dump."""
 PARENT_VARIABLE = "KVLINT_PROBE_PARENT"
 """Set by the first probed process to its pid; a process that inherits another pid is a worker."""
 
@@ -51,6 +60,10 @@ class Settings:
     """After the first ones, every n-th call of a site is value-checked (0: none)."""
     report_every: float = DEFAULT_REPORT_EVERY
     """Seconds between rewrites of the report while the program runs (``keeper``)."""
+    dump_dir: Path | None = None
+    """Where each call site's first error-level finding writes its reproduction (None: nowhere)."""
+    dump_max: int = DEFAULT_DUMP_MAX
+    """Tensor bytes dumped per site at most."""
 
     def value_checked(self, number: int) -> bool:
         """Whether the ``number``-th call of a site (1 for the first) gets the value checks."""
@@ -75,6 +88,8 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings | None:
         value_first=_count("KVLINT_PROBE_VALUE_FIRST", environ, DEFAULT_VALUE_FIRST),
         value_every=_count("KVLINT_PROBE_VALUE_EVERY", environ, DEFAULT_VALUE_EVERY, allow_all=False) or 0,
         report_every=_seconds("KVLINT_PROBE_REPORT_EVERY", environ, DEFAULT_REPORT_EVERY),
+        dump_dir=Path(environ["KVLINT_PROBE_DUMP"].strip()) if environ.get("KVLINT_PROBE_DUMP", "").strip() else None,
+        dump_max=_bytes("KVLINT_PROBE_DUMP_MAX", environ, DEFAULT_DUMP_MAX),
     )
 
 
@@ -89,6 +104,22 @@ def _seconds(variable: str, environ: Mapping[str, str], default: float) -> float
         return seconds
     print(f"kvlint: {variable}={value!r} is not a number of seconds; using {default:g}", file=sys.stderr)
     return default
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def _bytes(variable: str, environ: Mapping[str, str], default: int) -> int:
+    """A size: bytes, or a number with KB/MB/GB or KiB/MiB/GiB; anything else is announced and the default used."""
+    value = environ.get(variable, "").strip()
+    number, unit = value.rstrip("kKmMgGiIbB"), value.lstrip("0123456789.").lower()
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (ValueError, KeyError):
+        if value:
+            print(f"kvlint: {variable}={value!r} is not a size (bytes, or e.g. 64MiB); using {default}",
+                  file=sys.stderr)
+        return default
 
 
 def _count(variable: str, environ: Mapping[str, str], default: int, allow_all: bool = True) -> int | None:

@@ -26,11 +26,16 @@ first probed call.
 Every process writes its own report (``config``): a forked child starts with empty counters and writes
 at its exit, multiprocessing's included. The report is kept current on disk while the program runs, and
 written at the signals that end it (``keeper``).
+
+KVL508 waits for the reads (``repeats``): a repeated slot is an error once an attention call reads it,
+info at the end otherwise. With ``KVLINT_PROBE_DUMP``, each site's first error-level finding writes a
+reproduction (``dump``); the arguments are kept for it only then.
 """
 
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import sys
 import threading
@@ -50,13 +55,18 @@ from kvlint.runtime_probe.report import Recorder, check_writable, summary
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
 from kvlint.catalogue.operators import INFERENCE_ATTENTION, Operator, lookup
-from kvlint.catalogue.rules import ERROR, RULES
+from kvlint.catalogue.rules import ERROR, INFO, RULES
 
 if TYPE_CHECKING:
     from kvlint.runtime_probe.live_call import LiveCall
+    from kvlint.runtime_probe.repeats import Repeat
     from kvlint.runtime_probe.steps import Step
 
 INTERNAL_ERROR = "KVL599"
+JUDGED_BY_READS = frozenset({"KVL508"})
+"""Value checks whose finding is an error only once a read shows that it matters (``repeats``)."""
+ACROSS_CALLS = frozenset({"KVL505", "KVL508", "KVL509", "KVL510"})
+"""Findings an attention call makes about the cache writes before it: their reproduction replays those."""
 EMULATOR_MODULE = "kvlint.runtime_probe.emulator"
 MAX_SIGNATURES = 4096
 """Signatures remembered (the oldest are forgotten): shapes that change at every call (a cache sliced to
@@ -73,7 +83,7 @@ class _Signature:
 
     bound: bool
     """False when the call does not fit the schema (the operator raises; static KVL101/KVL103)."""
-    findings: tuple[tuple[str, str], ...] = ()
+    findings: tuple[tuple[str, Any], ...] = ()
     """(code, message) of the signature checks that fired: counted again on every call with it."""
     places: tuple[Where | None, ...] = ()
     """Where this signature holds the arguments that place a call in its step (``_placed``)."""
@@ -127,6 +137,11 @@ class _Ticket:
     """Issued during an NPU graph task update: it rewrites a captured task's arguments, reads and writes
     nothing (``graph_tasks``)."""
     errors: list[ProbeError] = field(default_factory=list)
+    overload: str = "default"
+    raw: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+    """The call's own arguments, kept only when findings are dumped (``KVLINT_PROBE_DUMP``)."""
+    companions: list[Any] = field(default_factory=list)
+    """``dump.Call`` of the earlier calls a finding across calls at this call needs to be reproduced."""
 
 
 class _Modules:
@@ -134,7 +149,7 @@ class _Modules:
 
     def __init__(self) -> None:
         from kvlint.runtime_probe import (
-            cache_rows, checks, compare, coverage, drift, isolation, live_call, signature, steps,
+            cache_rows, checks, compare, coverage, drift, isolation, live_call, repeats, signature, steps,
         )
         from kvlint.runtime_probe.cache_usage import CacheUsage
         from kvlint.runtime_probe.decoder import DecoderEvidence
@@ -148,6 +163,7 @@ class _Modules:
         self.clock = steps.Clock()
         self.cache_usage = CacheUsage()
         self.decoder = DecoderEvidence()
+        self.repeats = repeats.RepeatedSlots()
 
 
 class Probe:
@@ -172,6 +188,11 @@ class Probe:
         self.keeper = Keeper(self.report, self.report_file, self._wanted, self._busy, settings.report_every)
         self._keeping = settings.report_path is not None
         """The report is rewritten while the program runs."""
+        self._dumped: set[tuple[str, int]] = set()
+        """Sites whose reproduction is written (``KVLINT_PROBE_DUMP``)."""
+        self._recent_writes: dict[tuple[int, tuple[str, int]], tuple[int, Any]] = {}
+        """(layer, write site) -> (order, ``dump.Call``) of the last followed write there, when dumping."""
+        self._order = itertools.count()
 
     # -- activation ---------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -220,6 +241,7 @@ class Probe:
         self._local = threading.local()
         self._finished = None
         self.keeper.reset()
+        self._dumped, self._recent_writes = set(), {}
         multiprocessing_util = sys.modules.get("multiprocessing.util")
         if multiprocessing_util is not None:  # a multiprocessing child leaves through os._exit, not atexit
             multiprocessing_util.register_after_fork(self, Probe._finish_with_multiprocessing)
@@ -230,9 +252,13 @@ class Probe:
 
     # -- the report ---------------------------------------------------------------------------------
     def report(self, complete: bool = False) -> dict[str, Any]:
-        """The JSON report of what this process saw so far (``complete``: taken at its normal exit)."""
-        report: dict[str, Any] = self.recorder.as_json()
+        """The JSON report of what this process saw so far (``complete``: taken at its normal exit, when the
+        repeated slots no attention call read are settled as KVL508 info; a running report leaves them pending,
+        since a later read makes them errors)."""
         modules = self._modules
+        if modules is not None and complete:
+            self._settle_repeats(modules)
+        report: dict[str, Any] = self.recorder.as_json()
         if modules is not None:
             report["cache"] = modules.cache_usage.section(modules.clock.attention_steps).as_json()
         else:
@@ -256,6 +282,13 @@ class Probe:
 
     def _busy(self) -> bool:
         return getattr(self._local, "busy", False)
+    def _settle_repeats(self, modules: _Modules) -> None:
+        """KVL508 at info level for the repeated slots no attention call has read (so far)."""
+        for repeat in modules.repeats.settle():
+            why = repeat.unjudged or "no attention call read the slot afterwards"
+            message = (f"{repeat.message}; {why}, so nothing is known to have used the undefined row (an error "
+                       "once an attention call reads it; a warm-up's dummy requests in a reserved block do this)")
+            self.recorder.add("KVL508", message, repeat.op, *repeat.site, severity=INFO)
 
     def worker(self) -> bool:
         """A process started by another probed process (and not a rank of its own): a pid-suffixed report."""
@@ -356,6 +389,8 @@ class Probe:
             key, known = None, None
         checked = known is None or compare or settings.value_checked(number)
         ticket = _Ticket(name, path, line, number, checked, compare, update=self._graphs.updating())
+        if settings.dump_dir is not None:
+            ticket.overload, ticket.raw = overload, (args, kwargs)
         try:
             if checked:
                 self._check(modules, ticket, key, overload, args, kwargs)
@@ -371,7 +406,7 @@ class Probe:
                     self._capture(modules, ticket, overload, args, kwargs)
                 self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
                 if ticket.write is not None and not captured:  # a captured write is followed at its replays
-                    modules.clock.caches.unfollowed_write(ticket.cache)
+                    self._unfollowed_write(modules, ticket.cache)
         except Exception as exc:
             self._internal(ticket, "checking the call", exc)
         return ticket
@@ -428,44 +463,84 @@ class Probe:
             self._remember(key, _Signature(True, tuple(found), places))
         if ticket.update:  # an argument update: validated; judged where it runs, at the replay
             for code, check in modules.checks.VALUE_CHECKS.items():
-                self._run_check(ticket, code, check)
+                if code not in JUDGED_BY_READS:
+                    self._run_check(ticket, code, check)
             self._graphs.updated(graph_tasks.Task(ticket.op, ticket.path, ticket.line, call))
             return
         self._graphs.captured(graph_tasks.Task(ticket.op, ticket.path, ticket.line, call))
         self._place(modules, ticket, *(call.get(param) for param in placed))
         for code, check in modules.checks.VALUE_CHECKS.items():
-            self._run_check(ticket, code, check)
+            if code not in JUDGED_BY_READS:
+                self._run_check(ticket, code, check)
         self._judge_across_calls(modules, ticket, call)
 
     def _judge_across_calls(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> None:
-        """A placed call's checks across calls: a write's rows, an attention call's reads."""
+        """A placed call's checks across calls: a write's rows and repeated slots, an attention call's reads."""
+        repeat = self._repeat(modules, ticket, call) if ticket.write is not None else None
         if not call.concrete or ticket.step is None:
             if ticket.write is not None and ticket.cache is not None:
-                modules.clock.caches.unfollowed_write(ticket.cache)
+                self._unfollowed_write(modules, ticket.cache)
+            if repeat is not None:
+                modules.repeats.not_followed(repeat, "the probe does not follow this cache")
             return
         site = (ticket.path, ticket.line)
         if ticket.write is not None:
-            self._follow_write(modules, ticket, call, site)
+            self._follow_write(modules, ticket, call, site, repeat)
         elif call.is_attention:
             self._judge_attention(modules, ticket, call)
 
-    def _follow_write(self, modules: _Modules, ticket: _Ticket, call: LiveCall, site: tuple[str, int]) -> None:
-        """A value-checked write: its rows for KVL509/KVL510, its positions for KVL505."""
+    @staticmethod
+    def _unfollowed_write(modules: _Modules, cache: Any) -> None:
+        """A write into ``cache`` whose rows the probe does not read (KVL510's and KVL508's records of the
+        cache stop proving anything)."""
+        caches = modules.clock.caches
+        caches.unfollowed_write(cache)
+        if modules.repeats.pending:
+            modules.repeats.unfollowed(caches.identity(cache))
+
+    def _repeat(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> Repeat | None:
+        """KVL508's condition on a write (slots repeated with different rows), held for the reads to judge."""
+        from kvlint.runtime_probe.repeats import Repeat
+
+        assert ticket.write is not None
+        try:
+            found = modules.checks.repeated_slot(call)
+            if found is None:
+                return None
+            offsets = modules.cache_rows.entry_offsets(call, ticket.write)
+            held = offsets[found.tokens].unique() if offsets is not None else found.tokens.new_empty(0)
+            return Repeat(ticket.op, (ticket.path, ticket.line), found.message, held,
+                          call=None if ticket.raw is None else self._call(ticket))
+        except Exception as exc:
+            self._internal(ticket, "check KVL508", exc)
+            return None
+
+    def _follow_write(self, modules: _Modules, ticket: _Ticket, call: LiveCall, site: tuple[str, int],
+                      repeat: Repeat | None) -> None:
+        """A value-checked write: its rows for KVL509/KVL510, its positions for KVL505, its repeated slots
+        for KVL508."""
         from kvlint.runtime_probe.steps import Write
 
         assert ticket.write is not None and ticket.step is not None
-        caches = modules.clock.caches
+        caches, repeats = modules.clock.caches, modules.repeats
         layer = caches.written(ticket.cache)
         try:
             rows = modules.cache_rows.written_rows(call, ticket.write)
             if rows is None:
                 caches.unfollowed_layer(layer)
+                repeats.unfollowed(layer)
+                if repeat is not None:
+                    repeats.not_followed(repeat, "the probe does not model where this write's rows land")
             else:
                 ticket.step.writes.setdefault(layer, []).append(Write(ticket.op, site, rows))
                 caches.followed(layer, rows.offsets)
+                repeats.written(layer, rows.offsets, repeat)
+                if ticket.raw is not None:
+                    self._recent_writes[(layer, site)] = (next(self._order), self._call(ticket))
             modules.drift.observe(call, ticket.write, ticket.step, layer, caches.filled[layer], site, ticket.number)
         except Exception as exc:
             caches.unfollowed_layer(layer)
+            repeats.unfollowed(layer)
             self._internal(ticket, "following the cache write", exc)
 
     def _judge_attention(self, modules: _Modules, ticket: _Ticket, call: LiveCall) -> None:
@@ -478,12 +553,35 @@ class Probe:
                 self._report_at(ticket, "KVL507", message, op, path, line, count)
             identities = {name: caches.identity(call.get(name)) for name in ("key", "value")
                           if modules.signature.plain(call.get(name))}
+            if ticket.raw is not None:
+                ticket.companions = self._feeding_writes(ticket.step, identities)
             for finding in modules.coverage.check(call, ticket.step, identities, caches):
                 op = finding.op or ticket.op
                 path, line = finding.site or (ticket.path, ticket.line)
                 self._report_at(ticket, finding.code, finding.message, op, path, line)
+            if modules.repeats.pending:
+                self._judge_repeats(modules, ticket, call, identities)
         except Exception as exc:
             self._internal(ticket, "comparing the cache writes with the reads", exc)
+
+    def _judge_repeats(self, modules: _Modules, ticket: _Ticket, call: LiveCall,
+                       identities: dict[str, int | None]) -> None:
+        """KVL508 at the write whose repeated slot this attention call reads."""
+        for name, layer in identities.items():
+            if layer is None or layer not in modules.repeats.pending:
+                continue
+            rows = modules.cache_rows.read_rows(call, call.get(name))
+            if rows is None:
+                continue
+            read = rows.read
+            for hit in modules.repeats.read(layer, rows.offsets[read], rows.requests[read], rows.positions[read]):
+                repeat = hit.repeat
+                if repeat.call is not None:
+                    ticket.companions = [repeat.call]
+                message = (f"{repeat.message}; {ticket.op} at {ticket.path}:{ticket.line} reads that slot (batch "
+                           f"{hit.request}, position {hit.position} of its {name} cache), so the attention uses "
+                           "the undefined row: give each token its own slot")
+                self._report_at(ticket, "KVL508", message, repeat.op, *repeat.site)
 
     def _after(self, modules: _Modules, ticket: _Ticket, result: Any) -> None:
         if ticket.update:  # nothing was computed: the replay computes it
@@ -494,7 +592,7 @@ class Probe:
             if modules.signature.plain(returned):
                 modules.clock.caches.follow(ticket.cache, returned)
         call = ticket.call
-        if call is not None and call.concrete and ticket.checked and call.is_attention:
+        if call is not None and call.concrete and ticket.checked and modules.compare.compared(call):
             self._check_output(modules, ticket, call, result)
 
     def _check_output(self, modules: _Modules, ticket: _Ticket, call: LiveCall, result: Any) -> None:
@@ -505,7 +603,7 @@ class Probe:
         except Exception as exc:
             self._internal(ticket, "measuring the cache reads", exc)
         try:
-            output = compare.attention_output(result)
+            output = compare.attention_output(result, call)
             message = None if output is None else compare.nonfinite(output)
             if message:
                 self._report(ticket, "KVL502", message)
@@ -610,7 +708,7 @@ class Probe:
             self._raise_if_strict(ticket)
 
     # -- findings -----------------------------------------------------------------------------------
-    def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], str | None]) -> str | None:
+    def _run_check(self, ticket: _Ticket, code: str, check: Callable[[LiveCall], Any]) -> Any:
         assert ticket.call is not None
         try:
             message = check(ticket.call)
@@ -621,19 +719,70 @@ class Probe:
             self._report(ticket, code, message)
         return message
 
-    def _report(self, ticket: _Ticket, code: str, message: str) -> None:
-        self._report_at(ticket, code, message, ticket.op, ticket.path, ticket.line)
+    def _report(self, ticket: _Ticket, code: str, message: Any) -> None:
+        """A finding at the current call: ``message`` is a check's text, or a ``checks.Leveled`` one."""
+        if isinstance(message, str):
+            self._report_at(ticket, code, message, ticket.op, ticket.path, ticket.line)
+        else:
+            self._report_at(ticket, code, message.message, ticket.op, ticket.path, ticket.line,
+                            severity=message.severity)
 
     def _report_at(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int,
-                   count: int = 1) -> None:
-        """A finding at a site (the current call's, or the earlier call it concerns); strict mode raises it
-        from the current call."""
-        self.recorder.add(code, message, op, path, line, count)
-        if RULES[code].severity != ERROR:
+                   count: int = 1, severity: str | None = None) -> None:
+        """A finding at a site (the current call's, or the earlier call it concerns), at the rule's level
+        unless ``severity`` says; strict mode raises an error from the current call."""
+        self.recorder.add(code, message, op, path, line, count, severity)
+        if (severity or RULES[code].severity) != ERROR:
             return
+        if ticket.raw is not None and (path, line) not in self._dumped:
+            self._dump(ticket, code, message, op, path, line)
         ticket.flagged = True
         if self.settings.strict:
             ticket.errors.append(ProbeError(code, path, line, f"{RULES[code].symbol}: {message}"))
+
+    # -- reproductions ------------------------------------------------------------------------------
+    @staticmethod
+    def _call(ticket: _Ticket) -> Any:
+        from kvlint.runtime_probe.dump import Call
+
+        assert ticket.raw is not None
+        return Call(ticket.op, ticket.overload, ticket.path, ticket.line, *ticket.raw)
+
+    def _feeding_writes(self, step: Step | None, identities: dict[str, int | None]) -> list[Any]:
+        """The followed writes of this step into the caches an attention call reads, in their order."""
+        if step is None:
+            return []
+        found = [self._recent_writes.get((layer, write.site)) for layer in set(identities.values())
+                 if layer is not None for write in step.writes.get(layer, [])]
+        return [call for _, call in sorted({id(f[1]): f for f in found if f is not None}.values(),
+                                           key=lambda f: f[0])]
+
+    def _dumps_here(self) -> bool:
+        """Dump in this process: the one that started the probe or a rank, or a worker whose folder was set
+        for it (not the one inherited from its probed parent); never a forked child."""
+        if not self.worker():
+            return True
+        return not self.forked and os.environ.get(config.DUMP_PARENT_VARIABLE) != str(self.settings.dump_dir)
+
+    def _dump(self, ticket: _Ticket, code: str, message: str, op: str, path: str, line: int) -> None:
+        """The site's first error-level finding: its reproduction under ``KVLINT_PROBE_DUMP`` (``dump``)."""
+        from kvlint.runtime_probe import dump
+
+        self._dumped.add((path, line))
+        if not self._dumps_here():
+            return
+        rule = RULES[code]
+        process = dump.process()
+        finding = {"code": code, "symbol": rule.symbol, "severity": ERROR, "message": message, "op": op,
+                   "path": path, "line": line, "process": process}
+        calls = [*(ticket.companions if code in ACROSS_CALLS else []), self._call(ticket)]
+        rank = "" if process["rank"] is None else str(process["rank"])
+        assert self.settings.dump_dir is not None
+        folder = Path(self._root, self.settings.dump_dir, dump.folder_name(path, line, code, rank, os.getpid()))
+        try:
+            dump.write(folder, finding, calls, self.settings.dump_max)
+        except Exception as exc:  # a failed dump never breaks the program
+            print(f"kvlint: probe could not dump {path}:{line} {code} to {folder}: {exc!r}", file=sys.stderr)
 
     def _internal(self, ticket: _Ticket, stage: str, exc: Exception) -> None:
         """KVL599, except on fake/meta calls, where failing to read values is expected and kept quiet."""
@@ -687,6 +836,7 @@ def deactivate() -> Probe | None:
         probe, _ACTIVE = _ACTIVE, None
         if _EXPORTED:
             os.environ.pop(config.PARENT_VARIABLE, None)
+            os.environ.pop(config.DUMP_PARENT_VARIABLE, None)
             _EXPORTED = False
     if probe is not None:
         probe.detach()
@@ -702,6 +852,8 @@ def activate_from_env() -> Probe | None:
         return None
     if config.PARENT_VARIABLE not in os.environ:
         os.environ[config.PARENT_VARIABLE] = str(os.getpid())
+        if settings.dump_dir is not None:
+            os.environ[config.DUMP_PARENT_VARIABLE] = str(settings.dump_dir)
         _EXPORTED = True
     probe = activate(settings)
     path = probe.report_file()

@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 from kvlint.runtime_probe.cache_summary import merge_sections, section_lines
 
-from kvlint.catalogue.rules import RULES
+from kvlint.catalogue.rules import LEVELS, RULES
 
 NO_CALL = "no operator call"
 
@@ -120,18 +120,25 @@ class Recorder:
             if site.first_raise is None:
                 site.first_raise = f"{type(error).__name__}: {error}".splitlines()[0][:300]
 
-    def add(self, code: str, message: str, op: str, path: str, line: int, count: int = 1) -> Finding:
-        """Count a finding; print it when its (site, code) is new."""
+    def add(self, code: str, message: str, op: str, path: str, line: int, count: int = 1,
+            severity: str | None = None) -> Finding:
+        """Count a finding; print it when its (site, code) is new, or when it comes back at a higher level
+        than before (which it then takes, with its message). ``severity``: the rule's own level unless said."""
         rule = RULES[code]
+        level = severity or rule.severity
         with self._lock:
             finding = self.findings.get((op, path, line, code))
             if finding is not None:
                 finding.count += count
-                return finding
-            finding = Finding(code, rule.symbol, rule.severity, message, op, path, line, count)
-            self.findings[finding.key] = finding
+                if LEVELS.index(level) <= LEVELS.index(finding.severity):
+                    return finding
+                finding.severity, finding.message = level, message
+            else:
+                finding = Finding(code, rule.symbol, level, message, op, path, line, count)
+                self.findings[finding.key] = finding
         stream = self._stream or sys.stderr
-        print(f"kvlint-probe: {path}:{line}: {code} {rule.symbol}: {message} [{op}]", file=stream)
+        shown = "" if level == rule.severity else f" ({level})"
+        print(f"kvlint-probe: {path}:{line}: {code} {rule.symbol}{shown}: {message} [{op}]", file=stream)
         return finding
 
     def as_json(self) -> dict[str, list[dict[str, object]]]:

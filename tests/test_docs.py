@@ -12,7 +12,7 @@ import pytest
 
 from kvlint.catalogue.pages import explain, render_page
 from kvlint.catalogue.project import docs_url
-from kvlint.catalogue.rule_pages import DOCS
+from kvlint.catalogue.rule_pages import DOCS, LEVEL_RULE, LEVELS
 from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, PROBE_RULES, STATIC_RULES, Rule
 from kvlint.checks.engine import lint_source
 from kvlint.fix.rewrite import fix_source
@@ -131,3 +131,11 @@ def test_kvl507s_page_shows_the_unmasked_chunked_prefill_and_the_vit_encoder_tha
     assert "chunk" in DOCS["KVL507"].bad and "block_table" in DOCS["KVL507"].bad
     assert "ViT" in DOCS["KVL507"].silent_note and DOCS["KVL507"].silent in page
     assert page.index("Use instead:") < page.index("Not reported: a ViT encoder layer")
+
+
+@pytest.mark.parametrize("entry", PROBE_RULES, ids=ids)
+def test_a_probe_page_gives_its_level_and_the_reason(entry: Rule) -> None:
+    """Issue 24: every probe code's page says at which level it reports and why, starting with the level of
+    its catalogue row."""
+    level = explain(entry.code).split("**Level:** ")[1].split("\n")[0]
+    assert level.startswith(f"{entry.severity}") and level == f"{LEVELS[entry.code]} {LEVEL_RULE}"

@@ -79,8 +79,11 @@ def test_duplicate_scatter_nd_indices_are_reported(probe, standin):
     torch_npu.npu_scatter_nd_update_(cache, torch.tensor([[0, 1], [2, 3]]), torch.ones(2, 16))
     assert codes(running) == {}
     torch_npu.npu_scatter_nd_update_(cache, torch.tensor([[0, 1], [2, 3], [0, 1]]), torch.randn(3, 16))
-    (finding,) = running.recorder.findings.values()
-    assert finding.code == "KVL508" and "([0, 1] appears 2 times) with different values" in finding.message
+    assert codes(running) == {}  # nothing has read the slot yet
+    (finding,) = running.report()["findings"]
+    assert finding["code"] == "KVL508" and finding["severity"] == "info"
+    assert "([0, 1] appears 2 times) with different values" in finding["message"]
+    assert "no attention call read the slot afterwards" in finding["message"]
 
 
 def test_dummy_tokens_writing_the_same_row_twice_are_not_duplicates(probe, standin):
@@ -117,8 +120,8 @@ def test_a_slot_repeated_in_atb_reshape_and_cache_is_reported(probe, standin):
     torch_npu._npu_reshape_and_cache(rows, rows, cache, cache.clone(), torch.tensor([3, -1, 4], dtype=torch.int32))
     assert codes(running) == {}
     torch_npu._npu_reshape_and_cache(rows, rows, cache, cache.clone(), torch.tensor([3, 7, 3], dtype=torch.int32))
-    (finding,) = running.recorder.findings.values()
-    assert finding.code == "KVL508" and finding.message.startswith("slot_indices repeats a slot (3 appears 2 times)")
+    (finding,) = running.report()["findings"]
+    assert finding["code"] == "KVL508" and finding["message"].startswith("slot_indices repeats a slot (3 appears 2 times)")
 
 
 def test_a_writer_that_computes_its_rows_is_judged_by_its_slots_alone(emulated):
@@ -133,4 +136,67 @@ def test_a_writer_that_computes_its_rows_is_judged_by_its_slots_alone(emulated):
     rope_cache, nope_cache = torch.zeros(4, 16, 1, 64, dtype=torch.bfloat16), torch.zeros(4, 16, 1, 512, dtype=torch.bfloat16)
     torch_npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, torch.tensor([16, 16]), rope_cache, nope_cache,
                                            cache_mode="PA")  # fmt: skip
+    assert [f["code"] for f in running.report()["findings"]] == ["KVL508"]
+
+
+def _warm_up_then_serve(torch_npu, read_block: int, length: int = 5) -> None:
+    """A serving engine's warm-up: four dummy requests of random tokens, all mapped to the pool's reserved
+    block 0 (slot 0), written in one call, then a request of 5 tokens in block 1 and the decode attention
+    over the block-table row ``[read_block]`` up to ``length``."""
+    key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)
+    dummies = torch.randn(4, 2, 16)
+    torch_npu._npu_reshape_and_cache(dummies, dummies.clone(), key_cache, value_cache, torch.zeros(4, dtype=torch.int32))  # noqa: E501  # warm-up write
+    prompt = torch.randn(5, 2, 16)
+    torch_npu._npu_reshape_and_cache(prompt, prompt.clone(), key_cache, value_cache, torch.arange(16, 21, dtype=torch.int32))  # noqa: E501
+    table = torch.tensor([[read_block]], dtype=torch.int32)
+    keywords = {"block_size": 16, "actual_seq_lengths_kv": [length], "num_heads": 4, "num_key_value_heads": 2, "scale": 0.25}
+    torch_npu.npu_fused_infer_attention_score(torch.randn(1, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table, **keywords)  # noqa: E501  # attention read
+
+
+def test_a_warm_up_batch_sharing_the_null_block_is_not_an_error_when_nothing_reads_it(emulated):
+    """The dummy requests' rows differ (random token ids), so slot 0 is undefined; nothing reads block 0."""
+    running, torch_npu = emulated()
+    _warm_up_then_serve(torch_npu, read_block=1)
+    assert codes(running) == {}
+    (finding,) = running.report()["findings"]
+    assert (finding["code"], finding["severity"], finding["line"]) == (
+        "KVL508", "info", marked_line(Path(__file__), "warm-up write"))
+    assert finding["message"].startswith("slot_indices repeats a slot (0 appears 4 times) with different values")
+    assert "no attention call read the slot afterwards, so nothing is known to have used the undefined row" in (
+        finding["message"])
+
+
+def test_a_repeated_slot_that_an_attention_call_reads_is_an_error_at_the_write(emulated):
+    running, torch_npu = emulated()
+    _warm_up_then_serve(torch_npu, read_block=0, length=1)
     assert codes(running) == {"KVL508": 1}
+    finding = running.recorder.findings[("_npu_reshape_and_cache", "tests/test_probe_cache_writes.py",
+                                         marked_line(Path(__file__), "warm-up write"), "KVL508")]
+    assert finding.severity == "error"
+    assert (f"npu_fused_infer_attention_score at tests/test_probe_cache_writes.py:"
+            f"{marked_line(Path(__file__), 'attention read')} reads that slot (batch 0, position 0 of its key "
+            "cache)") in finding.message
+    assert [f["severity"] for f in running.report()["findings"] if f["code"] == "KVL508"] == ["error"]
+
+
+def test_a_repeated_slot_written_again_before_the_read_is_defined(emulated):
+    running, torch_npu = emulated()
+    key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)
+    dummies = torch.randn(2, 2, 16)
+    torch_npu._npu_reshape_and_cache(dummies, dummies.clone(), key_cache, value_cache, torch.tensor([0, 0], dtype=torch.int32))  # noqa: E501
+    one = torch.randn(1, 2, 16)
+    torch_npu._npu_reshape_and_cache(one, one.clone(), key_cache, value_cache, torch.tensor([0], dtype=torch.int32))
+    torch_npu.npu_fused_infer_attention_score(
+        torch.randn(1, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32),
+        block_table=torch.tensor([[0]], dtype=torch.int32), block_size=16, actual_seq_lengths_kv=[1],
+        num_heads=4, num_key_value_heads=2, scale=0.25, input_layout="BSH")
+    assert codes(running) == {}
+
+
+def test_a_strict_probe_raises_at_the_attention_call_that_reads_a_repeated_slot(emulated):
+    from kvlint.runtime_probe import ProbeError
+
+    running, torch_npu = emulated(strict=True)
+    with pytest.raises(ProbeError) as raised:
+        _warm_up_then_serve(torch_npu, read_block=0, length=1)
+    assert "KVL508 probe-duplicate-slots: slot_indices repeats a slot" in str(raised.value)

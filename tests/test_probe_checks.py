@@ -26,6 +26,7 @@ def test_each_check_reports_its_code_at_the_calling_line(code, probe, standin):
     running = probe(compare=False)
     torch_npu = standin("good")
     user_calls.BAD_CALLS[code](torch_npu)
+    running.report()  # KVL508 waits for a read; unread, it is reported at info level at the end
     sites = {(f.path, f.line) for f in running.recorder.findings.values() if f.code == code}
     assert sites == {(USER_CALLS_PATH, marked_line(USER_CALLS, code))}
 
@@ -84,7 +85,7 @@ def test_argument_checks_on_bound_calls(keywords, expected):
 
 def test_decode_ignores_sparse_mode_but_checks_lengths_against_the_single_query_token():
     """FIA ignores sparse_mode for one query token without rope; a KV length list passed as the query
-    lengths (the IFA habit) exceeds S=1."""
+    lengths (the IFA habit) exceeds S=1 (a warning: FIA ignores the query lengths there, FIA-C18)."""
     q = torch.zeros(2, 4, 1, 16)
     assert check_codes(FIA_V1, q, K, K, **{**GOOD, "atten_mask": None}) == set()
     assert check_codes(FIA_V1, q, K, K, **{**GOOD, "actual_seq_lengths": [8, 8]}) == {"KVL503"}
@@ -149,6 +150,7 @@ def test_lengths_of_prompts_packed_into_one_batch_row_are_kvl503(emulated):
     assert finding.message == ("actual_seq_lengths=[1, 2, 3, 4, 5, 6, 7, 8, '...'] has 25 entries for a batch of 1 "
                                "(needs 1); 25 lengths for 1 batch row(s) look like sequences packed into one "
                                "row, which needs the TND layout with cumulative lengths")
+    assert finding.severity == "error"  # the device reads the first entry only: not what the list describes
 
 
 def test_tnd_lengths_are_cumulative_ends_without_a_leading_zero():
@@ -173,3 +175,52 @@ def test_an_nz_rope_cache_is_judged_by_its_logical_head_dim():
     bound = bind(OPERATORS[FIA_V1], (query, latent, latent), {**mla, "key_rope": torch.zeros(4, 1, 2, 16, 16)})
     message = SIGNATURE_CHECKS["KVL506"](LiveCall(OPERATORS[FIA_V1], bound, True))
     assert message == "key_rope head dim is 32 (NZ [4, 1, 2, 16, 16]), must be 64 in MLA"
+
+
+def _levels(running) -> dict[str, str]:
+    return {f.code: f.severity for f in running.recorder.findings.values()}
+
+
+def test_query_lengths_the_device_ignores_at_one_query_token_are_a_warning(emulated):
+    """torch_npu's graph tests pass actual_seq_lengths=[100] for a query of length 1 and compare the operator
+    with itself: FIA ignores the query lengths at Q_S = 1 outside TND (FIA-C18), so no error; the same
+    lengths with a query of 2 tokens, where they are read, stay an error."""
+    running, torch_npu = emulated()
+    k = torch.randn(1, 100, 64, dtype=torch.float16)
+    keywords = dict(num_heads=4, input_layout="BSH", scale=0.125, actual_seq_lengths=[100], actual_seq_lengths_kv=[100])
+    torch_npu.npu_fused_infer_attention_score(torch.randn(1, 1, 64, dtype=torch.float16), k, k, **keywords)
+    assert _levels(running) == {"KVL503": "warning"}
+    (finding,) = running.recorder.findings.values()
+    assert finding.message.endswith("ignores actual_seq_lengths when the query has one token outside TND "
+                                    "(FIA-C18), so this is a warning")
+    (site,) = running.recorder.sites.values()
+    assert site.compared == 1  # a warning does not keep the call from the comparison
+    running.recorder.findings.clear()
+    with pytest.raises(ValueError, match="must lie within"):  # the emulator refuses the lengths it reads
+        torch_npu.npu_fused_infer_attention_score(torch.randn(1, 2, 64, dtype=torch.float16), k, k, **keywords,
+                                                  sparse_mode=3, atten_mask=TEMPLATE)  # fmt: skip
+    assert _levels(running) == {"KVL503": "error"}
+
+
+def test_a_kv_length_error_is_not_hidden_by_an_ignored_query_length(emulated):
+    running, torch_npu = emulated(compare=False)
+    k = torch.randn(1, 8, 64)
+    with pytest.raises(ValueError, match="must lie within"):
+        torch_npu.npu_fused_infer_attention_score(torch.randn(1, 1, 64), k, k, num_heads=4, input_layout="BSH",
+                                                  scale=0.125, actual_seq_lengths=[100], actual_seq_lengths_kv=[9])
+    (finding,) = running.recorder.findings.values()
+    assert finding.severity == "error" and finding.message == "actual_seq_lengths_kv=[9] entry 0 is 9, above S=8"
+
+
+def test_kv_lengths_passed_as_the_query_lengths_at_one_query_token_stay_an_error(emulated):
+    """The IFA habit on FIA: without actual_seq_lengths_kv the device ignores actual_seq_lengths=[5] at Q_S = 1
+    and attends over all 8 keys, not the 5 the program meant."""
+    running, torch_npu = emulated(compare=False)
+    k = torch.randn(1, 8, 64)
+    torch_npu.npu_fused_infer_attention_score(torch.randn(1, 1, 64), k, k, num_heads=4, input_layout="BSH",
+                                              scale=0.125, actual_seq_lengths=[5])  # the emulator ignores it too
+    (finding,) = running.recorder.findings.values()
+    assert finding.severity == "error"
+    assert finding.message == ("actual_seq_lengths=[5] entry 0 is 5, above S=1; with no actual_seq_lengths_kv the "
+                               "device ignores these and attends over all 8 keys (FIA-C18): KV lengths go in "
+                               "actual_seq_lengths_kv")

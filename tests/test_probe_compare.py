@@ -10,9 +10,10 @@ import pytest
 import torch
 from kvlint.runtime_probe.compare import compare, nonfinite
 from kvlint.runtime_probe.live_call import LiveCall, bind
+from kvlint.runtime_probe.report import summary
 
 from kvlint.catalogue.operators import FIA_V1, OPERATORS
-from tests.probe_fixtures.harness import codes, probe, standin  # noqa: F401
+from tests.probe_fixtures.harness import codes, emulated, probe, standin  # noqa: F401
 
 TEMPLATE = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 
@@ -134,3 +135,96 @@ def test_fully_masked_rows_are_left_out_unless_inner_precise_corrects_them():
     output[0, 1, 16:32] = 7.0
     assert not compare(bsh_call(), output, expected).mismatch
     assert compare(bsh_call(inner_precise=2), output, expected).mismatch
+
+
+# npu_fusion_attention(_v2) and the ATB attention operators are compared like FIA (issue 24).
+
+
+def _randn(*shape, dtype=torch.float16, seed=3):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + sum(shape))).to(dtype)
+
+
+def _fusion_bsh(torch_npu):
+    return torch_npu.npu_fusion_attention(_randn(2, 6, 64), _randn(2, 6, 32), _randn(2, 6, 32), 4, "BSH", scale=0.25)
+
+
+def _fusion_sbh(torch_npu):
+    return torch_npu.npu_fusion_attention(_randn(6, 2, 64), _randn(6, 2, 64), _randn(6, 2, 64), 4, "SBH", scale=0.25)
+
+
+def _fusion_tnd_causal(torch_npu):
+    return torch_npu.npu_fusion_attention(
+        _randn(7, 4, 16), _randn(7, 2, 16), _randn(7, 2, 16), 4, "TND", scale=0.25, atten_mask=TEMPLATE,
+        sparse_mode=3, actual_seq_qlen=[3, 7], actual_seq_kvlen=[3, 7])
+
+
+def _fusion_v2_bnsd(torch_npu):
+    return torch_npu.npu_fusion_attention_v2(_randn(1, 4, 5, 16, dtype=torch.bfloat16),
+                                             _randn(1, 4, 5, 16, dtype=torch.bfloat16),
+                                             _randn(1, 4, 5, 16, dtype=torch.bfloat16), 4, "BNSD", scale=0.25)
+
+
+def _atb_paged(torch_npu):
+    out = torch.empty(2, 4, 16, dtype=torch.float16)
+    torch_npu._npu_paged_attention(_randn(2, 4, 16), _randn(4, 16, 2, 16), _randn(4, 16, 2, 16, seed=4), 2, 4, 0.25,
+                                   torch.tensor([[0], [1]], dtype=torch.int32), torch.tensor([5, 3], dtype=torch.int32),
+                                   out)  # fmt: skip
+    return out
+
+
+def _atb_unpad(torch_npu):
+    out = torch.empty(7, 4 * 16, dtype=torch.float16)
+    torch_npu._npu_flash_attention_unpad(_randn(7, 4, 16), _randn(7, 2, 16), _randn(7, 2, 16, seed=5),
+                                         torch.tensor([3, 4], dtype=torch.int32), 0.25, 4, 2, out)  # fmt: skip
+    return out
+
+
+FUSION_AND_ATB = {
+    "npu_fusion_attention BSH": ("npu_fusion_attention", _fusion_bsh),
+    "npu_fusion_attention SBH": ("npu_fusion_attention", _fusion_sbh),
+    "npu_fusion_attention TND causal": ("npu_fusion_attention", _fusion_tnd_causal),
+    "npu_fusion_attention_v2 BNSD": ("npu_fusion_attention_v2", _fusion_v2_bnsd),
+    "_npu_paged_attention": ("_npu_paged_attention", _atb_paged),
+    "_npu_flash_attention_unpad": ("_npu_flash_attention_unpad", _atb_unpad),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUSION_AND_ATB))
+def test_fusion_attention_and_atb_attention_are_compared_with_the_reference(case, emulated):
+    op, call = FUSION_AND_ATB[case]
+    running, torch_npu = emulated()
+    call(torch_npu)
+    call(torch_npu)
+    (site,) = running.recorder.sites.values()
+    assert (site.op, site.calls, site.compared) == (op, 2, 2)
+    assert site.max_abs_err == 0.0  # the emulator's kernel is the reference
+    assert codes(running) == {}
+    row = next(line for line in summary(running.report()).splitlines() if f"  {op}  " in line)
+    assert row.split()[2:5] == ["2", "2", "2"]  # calls, validated, compared
+
+
+def _off_by(function, delta):
+    """A kernel that returns (or writes) the emulator's result plus ``delta``: subtly wrong."""
+
+    def wrong(*args, **keywords):
+        result = function(*args, **keywords)
+        if result is None:  # ATB: the result is in ``out``
+            out = keywords.get("out", args[-1])
+            out += delta
+            return None
+        return (result[0] + delta, *result[1:])
+
+    return wrong
+
+
+@pytest.mark.parametrize("case", sorted(FUSION_AND_ATB))
+def test_a_subtly_wrong_fusion_or_atb_kernel_is_reported(case, emulated):
+    op, call = FUSION_AND_ATB[case]
+    from kvlint.runtime_probe import emulator
+
+    real = getattr(emulator.install(), op)
+    running, torch_npu = emulated({op: _off_by(real, 0.05)})
+    call(torch_npu)
+    (finding,) = running.recorder.findings.values()
+    assert (finding.code, finding.op) == ("KVL501", op)
+    assert "output differs from the reference: max abs error 0.05" in finding.message

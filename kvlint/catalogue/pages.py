@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvlint.catalogue.project import docs_url
-from kvlint.catalogue.rule_pages import DOCS, Reference
+from kvlint.catalogue.rule_pages import DOCS, LEVEL_RULE, LEVELS, Reference
 from kvlint.catalogue.rules import DOCUMENTED_RULES, FIXABLE, STATIC_RULES, Rule, rule
 
 RULES_FOLDER = "docs/rules"
@@ -154,6 +154,7 @@ def _page(entry: Rule, contract_line: Callable[[Reference], str]) -> str:
         "|---|---|---|",
         f"| {entry.severity} | {pylint} | {'yes' if entry.code in FIXABLE else 'no'} |",
         "",
+        *([f"**Level:** {LEVELS[entry.code]} {LEVEL_RULE}", ""] if probe else []),
         "## What it does",
         "",
         doc.what,

@@ -876,7 +876,9 @@ DOCS: dict[str, RuleDoc] = {
             " every call) with kvlint's float32 reference of the operator, element by element, with the "
             'tolerance of the output dtype (``|out - ref| <= max(|ref|, 1) * eps``, eps 2^-7 for float16, '
             '2^-6 for bfloat16, 1e-4 for float32), and reports the largest error and where it is (batch, '
-            'head, token).'
+            'head, token). Compared: npu_fused_infer_attention_score(_v2), IFA, PFA, npu_fusion_attention(_v2) '
+            "(its attention output) and ATB's attention operators (the out tensor they write), with the same "
+            'tolerances and the same rule for rows the reference leaves at 0 (fully masked, left out).'
         ),
         why=(
             'A fused attention call that computes something other than its arguments ask for gives plausible '
@@ -956,7 +958,10 @@ DOCS: dict[str, RuleDoc] = {
             'Checks the live length lists against the tensors: outside TND, one entry per batch row (or one '
             'for all) and each at most S; for TND/NTD, cumulative ends, non-decreasing, without the leading 0'
             " of flash-attn's cu_seqlens, ending at T. A list with more entries than batch rows is reported: "
-            'prompts packed into one row of a batch attend to each other.'
+            'prompts packed into one row of a batch attend to each other. FIA at one query token outside TND '
+            'ignores its query lengths (FIA-C18): out-of-range query lengths there are a warning when the KV '
+            'lengths are given (or every entry covers the key), and without KV lengths an error saying that '
+            'the device attends over every key.'
         ),
         why=(
             'The operator reads the first B entries of a longer list and ignores the rest (FIA-C13), so a '
@@ -1223,35 +1228,71 @@ DOCS: dict[str, RuleDoc] = {
         what=(
             'Reports a cache write whose slots repeat within one call (npu_scatter_nd_update coordinates, '
             "npu_scatter_pa_kv_cache slot_mapping, ATB's _npu_reshape_and_cache slot_indices, "
-            'npu_kv_rmsnorm_rope_cache index) with different values; negative slots are '
-            "padding. scatter_update's per-row starts may repeat, and so may tokens that write the same row "
-            "(the dummy tokens of a padded batch, all sent to a reserved block)."
+            'npu_kv_rmsnorm_rope_cache index) with different values, once an attention call reads the '
+            'repeated slot within its KV length (before another write fills it again); the finding is at '
+            "the write and names the read. Negative slots are padding. scatter_update's per-row starts may "
+            'repeat, and so may tokens that write the same row. A repeated slot that nothing reads by the end '
+            "of the run (a serving engine's warm-up sends dummy requests of random tokens, all to the pool's "
+            'reserved block 0, and never reads it) is reported at info level, saying that no read followed.'
         ),
         why=(
             'Two tokens written to one slot in one call leave an undefined value on the device (KVC-C15, '
-            "KVC-C24): which token wins, or a mix, depends on the kernel's scheduling. It usually means two "
-            'sequences were given the same block.'
+            "KVC-C24): which token wins, or a mix, depends on the kernel's scheduling. An attention call "
+            'reading that slot then attends to an undefined key and value. It usually means two sequences '
+            'were given the same block.'
         ),
         bad=_PROBE_HEADER + (
-            'cache = torch.zeros(64, 32)  # a paged cache viewed as [slots, hidden]\n'
-            'slots = torch.tensor([[5], [6], [5]])  # two tokens mapped to slot 5\n'
-            'torch_npu.npu_scatter_nd_update_(cache, slots, torch.randn(3, 32))\n'
+            'key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)\n'
+            'keys = torch.randn(2, 2, 16)\n'
+            'slots = torch.tensor([16, 16], dtype=torch.int32)  # two sequences given block 1\n'
+            'torch_npu._npu_reshape_and_cache(keys, keys.clone(), key_cache, value_cache, slots)\n'
+            'table = torch.tensor([[1], [1]], dtype=torch.int32)\n'
+            'torch_npu.npu_fused_infer_attention_score(\n'
+            '    torch.randn(2, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table,\n'
+            '    block_size=16, actual_seq_lengths_kv=[1, 1], num_heads=4, num_key_value_heads=2, scale=0.25)\n'
         ),
         good=_PROBE_HEADER + (
-            'cache = torch.zeros(64, 32)  # a paged cache viewed as [slots, hidden]\n'
-            'slots = torch.tensor([[5], [6], [7]])\n'
-            'torch_npu.npu_scatter_nd_update_(cache, slots, torch.randn(3, 32))\n'
+            'key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)\n'
+            'keys = torch.randn(2, 2, 16)\n'
+            'slots = torch.tensor([16, 32], dtype=torch.int32)  # blocks 1 and 2\n'
+            'torch_npu._npu_reshape_and_cache(keys, keys.clone(), key_cache, value_cache, slots)\n'
+            'table = torch.tensor([[1], [2]], dtype=torch.int32)\n'
+            'torch_npu.npu_fused_infer_attention_score(\n'
+            '    torch.randn(2, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table,\n'
+            '    block_size=16, actual_seq_lengths_kv=[1, 1], num_heads=4, num_key_value_heads=2, scale=0.25)\n'
         ),
         output=(
-            'kvlint-probe: example.py:6: KVL508 probe-duplicate-slots: indices repeats a slot ([5] appears 2 '
-            'times) with different values: the written value is undefined on the device [npu_scatter_nd_update_]\n'
+            'kvlint-probe: example.py:7: KVL508 probe-duplicate-slots: slot_indices repeats a slot (16 appears 2 '
+            'times) with different values: the written value is undefined on the device; '
+            'npu_fused_infer_attention_score at example.py:9 reads that slot (batch 0, position 0 of its key '
+            'cache), so the attention uses the undefined row: give each token its own slot [_npu_reshape_and_cache]\n'
+        ),
+        silent=_PROBE_HEADER + (
+            'key_cache, value_cache = torch.zeros(4, 16, 2, 16), torch.zeros(4, 16, 2, 16)\n'
+            'dummies = torch.randn(4, 2, 16)  # warm-up: random token ids, all in the reserved block 0\n'
+            'torch_npu._npu_reshape_and_cache(dummies, dummies.clone(), key_cache, value_cache,\n'
+            '                                 torch.zeros(4, dtype=torch.int32))\n'
+            'keys = torch.randn(1, 2, 16)\n'
+            'torch_npu._npu_reshape_and_cache(keys, keys.clone(), key_cache, value_cache,\n'
+            '                                 torch.tensor([16], dtype=torch.int32))\n'
+            'table = torch.tensor([[1]], dtype=torch.int32)  # the real request never reads block 0\n'
+            'torch_npu.npu_fused_infer_attention_score(\n'
+            '    torch.randn(1, 1, 64), key_cache.view(4, 16, 32), value_cache.view(4, 16, 32), block_table=table,\n'
+            '    block_size=16, actual_seq_lengths_kv=[1], num_heads=4, num_key_value_heads=2, scale=0.25)\n'
+        ),
+        silent_note=(
+            "Not an error: a warm-up's dummy requests repeat slot 0 of the reserved block with different rows, "
+            'and nothing reads block 0. At exit the summary and the JSON report carry it at info level '
+            '("... no attention call read the slot afterwards, so nothing is known to have used the undefined '
+            'row").'
         ),
         references=(
             Reference('KVC-C15 slot_mapping must not repeat', f"{KV_CACHE}#kvc-c15"),
             Reference('KVC-C24 index must not repeat', f"{KV_CACHE}#kvc-c24"),
         ),
         no_fix=(
-            "The slots come from the program's block allocator; the message names a repeated slot."
+            "The slots come from the program's block allocator; the message names a repeated slot and the "
+            'call that reads it.'
         ),
     ),
     "KVL509": RuleDoc(
@@ -1960,3 +2001,52 @@ CONSTRAINT_DOCS: dict[str, RuleDoc] = {
 """The pages of the probe's constraint checks (KVL520-KVL537), one per row of
 ``kvlint.runtime_probe.reference.constraints``; kept apart from the other probe pages for that reason."""
 DOCS.update(CONSTRAINT_DOCS)
+
+
+LEVEL_RULE = ("Errors are for what the device refuses or computes wrongly; where the documentation calls a value "
+              "out of range but the device is known to clamp or ignore it, the finding is a warning that says so.")
+"""How a probe finding's level is chosen (issue 24); each probe code's page gives its level and why."""
+
+LEVELS: dict[str, str] = {
+    "KVL501": "error: the operator computed something other than its arguments ask for.",
+    "KVL502": "error: a NaN or Inf in the attention output is a wrong result whatever caused it.",
+    "KVL503": (
+        "error: lengths above S read past the tensors, and more entries than batch rows (the device reads the "
+        "first B, FIA-C13) or non-cumulative TND lengths give an output other than the list describes. A "
+        "warning, saying so, where FIA ignores the lengths: its query lengths at Q_S = 1 outside TND (FIA-C18) "
+        "when the KV lengths are given or every entry covers the key's S (torch_npu's own graph tests pass "
+        "actual_seq_lengths=[100] there); without KV lengths they are the IFA habit and stay an error."
+    ),
+    "KVL504": "error: a block id outside the cache or a table too short for the length reads memory that is "
+              "not the sequence's keys.",
+    "KVL505": "error: reported only with the proof that the layer reads rows nobody wrote, a wrong result.",
+    "KVL506": "error: head counts that disagree with the tensors split the heads wrongly or are refused.",
+    "KVL507": "warning: whether attention should be causal is the program's intent; the evidence only "
+              "suggests a decoder.",
+    "KVL508": "error once an attention call reads the repeated slot (it attends to an undefined row); info when "
+              "nothing reads it by the end of the run (the undefined row did no harm, as in a warm-up's "
+              "reserved block).",
+    "KVL509": "error: the token just written is not attended, a wrong result.",
+    "KVL510": "error: attending to rows nobody wrote dilutes the attention, a wrong result.",
+    "KVL520": "error: the device refuses the layout for this query length (the emulator raises RuntimeError).",
+    "KVL521": "error: the device refuses learnable_sink outside its documented use (RuntimeError).",
+    "KVL522": "error: the device refuses an MLA query head dim other than 128 or 512 (RuntimeError).",
+    "KVL523": "error: the device refuses these antiquant modes (RuntimeError).",
+    "KVL524": "warning: the device ignores the combined antiquant_mode with Q_S > 1; the call runs.",
+    "KVL525": "error: the device refuses inner_precise outside its range (RuntimeError).",
+    "KVL526": "warning: the shape is undocumented, not refused; the device computes something the "
+              "documentation does not describe.",
+    "KVL527": "error: the device refuses a heads-major paged cache with this query layout (RuntimeError).",
+    "KVL528": "warning: the cache layout is undocumented, not refused.",
+    "KVL529": "error: the device refuses this block_size for the call (RuntimeError).",
+    "KVL530": "error: the device refuses paged attention with Q_S > 1 and an int8 cache (RuntimeError).",
+    "KVL531": "warning: the head dims are undocumented for TND, not refused.",
+    "KVL532": "error: the device refuses axes above its limits (RuntimeError).",
+    "KVL533": "error: the device refuses these ranks and shapes (RuntimeError).",
+    "KVL534": "error: the device refuses pse_shift with this dtype, head dim or layout (RuntimeError).",
+    "KVL535": "error: the device refuses these negative band edges (RuntimeError).",
+    "KVL536": "warning: the call computes the right result; the cost is a host read on every call.",
+    "KVL537": "error: the operator runs with the truncated value, not the one passed.",
+    "KVL599": "warning: the program's call ran normally; only the probe's judgement of it is missing.",
+}
+"""Probe code -> its level and the reason, shown on its page."""

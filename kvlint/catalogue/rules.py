@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 ERROR = "error"
 WARNING = "warning"
+INFO = "info"
+"""A probe finding's level when the evidence says it did no harm (a rule's own level is error or warning)."""
+LEVELS = (INFO, WARNING, ERROR)
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ _TABLE: tuple[Rule, ...] = (
     Rule("KVL506", "probe-head-shapes", ERROR, "head counts inconsistent with the tensors"),
     Rule("KVL507", "probe-non-causal-prefill", WARNING,
          "a decoder's prefill (the evidence says so) with no causal masking"),
-    Rule("KVL508", "probe-duplicate-slots", ERROR, "duplicate indices in one cache write"),
+    Rule("KVL508", "probe-duplicate-slots", ERROR,
+         "duplicate indices with different rows in one cache write, read by a later attention call"),
     Rule("KVL509", "probe-written-slot-not-read", ERROR,
          "a slot this step's cache write filled lies outside what the same layer's attention reads"),
     Rule("KVL510", "probe-read-slot-not-written", ERROR,
