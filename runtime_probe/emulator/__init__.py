@@ -14,6 +14,7 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
   writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
   ``mla`` (MLA preprocessing);
+- ``sharding``: the DTensor sharding strategy of ``npu_fusion_attention`` (registered when DTensor is imported);
 - ``testing``: torch_npu's test harness (``torch_npu.testing.testcase``, ``.common_utils``, ...), imported
   on demand under its ``torch_npu.testing`` names, so torch_npu's own operator tests run unchanged.
 
@@ -35,7 +36,8 @@ import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, mla, moe, norms, npu, rope, torchair
+from kvlint.runtime_probe.emulator import (attention, device, formats, kv_cache, mla, moe, norms, npu, rope, sharding,
+                                           torchair)
 
 from kvlint.catalogue import operators
 
@@ -77,6 +79,7 @@ def install() -> types.ModuleType:
         device.install()
         _libraries = _register()
         npu.npugraph_ex = torchair.npugraph_ex_namespace()
+        sharding.install()
     if present is None:
         present = _module()
         sys.modules[MODULE_NAME] = present
