@@ -13,7 +13,10 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``torchair``: the graph compiler's entry points, compiling on the CPU;
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
   writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
-  ``mla`` (MLA preprocessing).
+  ``mla`` (MLA preprocessing);
+- ``sharding``: the DTensor sharding strategy of ``npu_fusion_attention`` (registered when DTensor is imported);
+- ``testing``: torch_npu's test harness (``torch_npu.testing.testcase``, ``.common_utils``, ...), imported
+  on demand under its ``torch_npu.testing`` names, so torch_npu's own operator tests run unchanged.
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
 the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
@@ -25,13 +28,16 @@ Imports: torch, ``kvlint.catalogue`` and the reference. Never the probe.
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, mla, moe, norms, npu, rope, torchair
+from kvlint.runtime_probe.emulator import (attention, device, formats, kv_cache, mla, moe, norms, npu, rope, sharding,
+                                           torchair)
 
 from kvlint.catalogue import operators
 
@@ -70,10 +76,13 @@ def install() -> types.ModuleType:
         device.install()
         _libraries = _register()
         npu.npugraph_ex = torchair.npugraph_ex_namespace()
+        sharding.install()
     if present is None:
         present = _module()
         sys.modules[MODULE_NAME] = present
         sys.modules[f"{MODULE_NAME}.npu"] = npu
+        if not any(isinstance(finder, TestingFinder) for finder in sys.meta_path):
+            sys.meta_path.insert(0, TestingFinder())
     torchair.install()
     return present
 
@@ -87,6 +96,40 @@ def _found_on_path(spec: importlib.machinery.ModuleSpec) -> str:
                 "to use the kvlint emulator")  # fmt: skip
     return (f"a real torch_npu is installed at {spec.origin!r}; the kvlint emulator does not shadow it "
             "(unset KVLINT_EMULATE)")  # fmt: skip
+TESTING = f"{MODULE_NAME}.testing"
+"""The emulated module's test harness: ``torch_npu.testing[.x]`` is the emulator's ``testing[.x]``."""
+
+
+class TestingFinder:
+    """A ``sys.meta_path`` entry that imports ``torch_npu.testing`` and its submodules as the emulator's
+    ``testing`` package (on demand: a program that never imports the harness never loads it). It comes first,
+    so that no path finder loads a second copy of a submodule from the package's folder."""
+
+    def find_spec(self, fullname: str, path: object = None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:  # fmt: skip
+        if fullname != TESTING and not fullname.startswith(TESTING + "."):
+            return None
+        if not getattr(sys.modules.get(MODULE_NAME), MARKER, False):
+            return None
+        own = __name__ + fullname[len(MODULE_NAME):]
+        found = importlib.util.find_spec(own)
+        if found is None:
+            return None
+        package = found.submodule_search_locations is not None
+        return importlib.machinery.ModuleSpec(fullname, _Alias(own), is_package=package)
+
+
+class _Alias:
+    """Loader that gives the emulator's module of that name (imported once, under its own name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return importlib.import_module(self.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: importing it ran it."""
 
 
 def _register() -> dict[str, torch.library.Library]:

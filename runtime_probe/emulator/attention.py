@@ -43,7 +43,8 @@ def kernels(op: operators.Operator) -> Kernels | None:
     """(CPU kernel, fake kernel) of one attention overload, or None for another operator."""
     function = REFERENCES.get(op.name)
     if function is not None:
-        function, fake = _refusing(op.name, function), fake_kernel(op.name)
+        fake = _query_shaped_fake(op.name) if op.name in (operators.IFA, operators.PFA) else fake_kernel(op.name)
+        function = _refusing(op.name, function)
         if op.overload == "out":
             return _out_kernel(op.name, function), _out_kernel(op.name, fake)
         return function, fake
@@ -133,6 +134,28 @@ def fake_kernel(name: str) -> Callable[..., Any]:
         if name not in LSE_FLAG:
             return out
         return out, query.new_empty(lse_shape, dtype=lse_dtype(query.dtype, with_lse))
+
+    return fake
+
+
+def _query_shaped_fake(name: str) -> Callable[..., Any]:
+    """IFA's and PFA's meta kernels check nothing: the output has the query's shape (PFA: TND takes value's
+    head dim, BNSD_BSND swaps N and S) whatever the layout says, and the query's dtype, fp16 for an int8
+    query, int8 with ``quant_scale2``. A compiled graph is traced as on the device; the eager call still
+    refuses what the device refuses."""
+
+    def fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **keywords: object) -> torch.Tensor:
+        shape = list(query.shape)
+        layout = keywords.get("input_layout", "BSH")
+        if name == operators.PFA and layout == "TND":
+            shape = [query.shape[0], query.shape[1], value.shape[2]]
+        elif name == operators.PFA and layout == "BNSD_BSND":
+            shape = [query.shape[0], query.shape[2], query.shape[1], query.shape[3]]
+        if keywords.get("quant_scale2") is not None:
+            dtype = torch.int8
+        else:
+            dtype = torch.float16 if query.dtype == torch.int8 else query.dtype
+        return query.new_empty(shape, dtype=dtype)
 
     return fake
 

@@ -70,6 +70,8 @@ class AttentionCall:
     with_lse: bool
     decode_rules: bool
     """FIA only: with one query token (non-varlen, no rope) sparse_mode and pre/next are ignored."""
+    mask_per_head: bool = False
+    """npu_fusion_attention only: a (B|1, N, S1, S2) atten_mask masks each head apart (BNSS)."""
 
 
 def compute_dtype(query_dtype: torch.dtype) -> torch.dtype:
@@ -122,7 +124,7 @@ def attention(
     batches = _batches(query, key, value, out, lse if call.with_lse else None, layout, heads, kv_heads, call, dtype)
     single_token = not layout.varlen and split_heads(query, layout.inputs, heads).shape[2] == 1
     sparse_mode, pre_tokens, next_tokens, mask = _geometry(call, single_token)
-    masks = _user_masks(mask, sparse_mode, single_token, len(batches.q_lens))
+    masks = _user_masks(mask, sparse_mode, single_token, len(batches.q_lens), heads if call.mask_per_head else None)
     pses = _pse_shift(call.pse, len(batches.q_lens), heads, layout)
     for b, (q_len, kv_len) in enumerate(zip(batches.q_lens, batches.kv_lens)):
         batch_mask = None if masks is None else masks[b if masks.shape[0] > 1 else 0]
@@ -189,8 +191,10 @@ def _query_reader(batches: _Batches, b: int, dtype: torch.dtype) -> Callable[[in
     return read
 
 
-def _user_masks(mask: torch.Tensor | None, sparse_mode: int, single_token: bool, batch: int) -> torch.Tensor | None:
-    """The (B|1, S1, S2) user mask of modes 0/1; modes 2-4 only check the template."""
+def _user_masks(mask: torch.Tensor | None, sparse_mode: int, single_token: bool, batch: int,
+                heads: int | None) -> torch.Tensor | None:  # fmt: skip
+    """The (B|1, S1, S2) user mask of modes 0/1 (with ``heads``, also (B|1, heads, S1, S2)); modes 2-4 only
+    check the template."""
     if sparse_mode in (2, 3, 4):
         check_template(mask, sparse_mode)
         return None
@@ -198,7 +202,7 @@ def _user_masks(mask: torch.Tensor | None, sparse_mode: int, single_token: bool,
         if sparse_mode == 1:
             raise ValueError("sparse_mode=1 requires a full atten_mask")
         return None
-    masks = user_masks(mask, single_token)
+    masks = user_masks(mask, single_token, heads)
     if masks.shape[0] not in (1, batch):
         raise ValueError(f"atten_mask of shape {tuple(mask.shape)} does not match batch={batch}")
     return masks

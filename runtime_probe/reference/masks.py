@@ -64,10 +64,11 @@ def band(sparse_mode: int, pre_tokens: int, next_tokens: int, q_len: int, kv_len
     return Band(shift - pre_tokens, shift + next_tokens)
 
 
-def user_masks(mask: torch.Tensor, single_token: bool) -> torch.Tensor:
+def user_masks(mask: torch.Tensor, single_token: bool, heads: int | None = None) -> torch.Tensor:
     """Normalise an ``atten_mask`` of modes 0/1 to a boolean (B or 1, S1, S2) view, True = masked.
 
-    Accepted: (S1,S2), (B|1,S1,S2), (B|1,1,S1,S2); with a single query token also (B,S2), (B,1,S2).
+    Accepted: (S1,S2), (B|1,S1,S2), (B|1,1,S1,S2); with a single query token also (B,S2), (B,1,S2). With
+    ``heads`` (npu_fusion_attention's BNSS mask) also (B|1, heads, S1, S2), kept as a mask per head.
     """
     if mask.dtype not in (torch.bool, torch.int8, torch.uint8):
         raise ValueError(f"atten_mask must be bool, int8 or uint8, got {mask.dtype}")
@@ -78,6 +79,8 @@ def user_masks(mask: torch.Tensor, single_token: bool) -> torch.Tensor:
         return mask
     if mask.dim() == 4 and mask.shape[1] == 1:
         return mask.squeeze(1)
+    if mask.dim() == 4 and heads is not None and mask.shape[1] == heads:
+        return mask
     raise ValueError(f"atten_mask of shape {tuple(mask.shape)} is not an accepted mask shape")
 
 
@@ -116,12 +119,13 @@ def check_template(mask: torch.Tensor | None, sparse_mode: int) -> None:
 def tile_allowed(
     band_: Band, rows: tuple[int, int], cols: tuple[int, int], mask: torch.Tensor | None, device: torch.device
 ) -> torch.Tensor | None:
-    """Boolean (rows, cols) tile of allowed pairs, or None when the whole tile is allowed."""
+    """Boolean (rows, cols) tile of allowed pairs ((heads, rows, cols) for a mask per head), or None when the
+    whole tile is allowed."""
     if mask is None and band_.covers(rows, cols):
         return None
     i = torch.arange(rows[0], rows[1], device=device).unsqueeze(1)
     j = torch.arange(cols[0], cols[1], device=device).unsqueeze(0)
     allowed = ((j - i) >= band_.lower) & ((j - i) <= band_.upper)
     if mask is not None:
-        allowed &= ~mask[rows[0] : rows[1], cols[0] : cols[1]].to(device)
+        allowed = allowed & ~mask[..., rows[0] : rows[1], cols[0] : cols[1]].to(device)
     return allowed

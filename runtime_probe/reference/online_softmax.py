@@ -46,7 +46,7 @@ class BatchProblem:
     scale: float
     band: Band
     mask: torch.Tensor | None
-    """Boolean (>= q_len, >= kv_len), True = masked, or None."""
+    """Boolean (>= q_len, >= kv_len) or, a mask per head, (heads, >= q_len, >= kv_len); True = masked, or None."""
     pse: torch.Tensor | None
     """Additive (heads, >= q_len, >= kv_len) bias, or None."""
     sink: torch.Tensor | None
@@ -89,6 +89,8 @@ def _query_block(
             scores.add_(bias.reshape(p.kv_heads, group, count, -1))
         allowed = tile_allowed(p.band, rows, cols, p.mask, device)
         if allowed is not None:
+            if allowed.dim() == 3:  # a mask per head
+                allowed = allowed.view(p.kv_heads, group, count, -1)
             scores.masked_fill_(~allowed, -torch.inf)
         new_max = torch.maximum(running_max, scores.amax(-1))
         shift = torch.where(torch.isinf(new_max), torch.zeros_like(new_max), new_max)
@@ -154,9 +156,12 @@ def _fused_block(p: BatchProblem, query: torch.Tensor, rows: tuple[int, int],
     group, count = p.heads // p.kv_heads, rows[1] - rows[0]
     allowed = tile_allowed(p.band, rows, cols, p.mask, query.device)
     bias = None
-    if allowed is not None:  # (rows, keys), the same for every head of the group
+    if allowed is not None:  # (rows, keys), the same for every head of the group, or (heads, rows, keys)
         bias = torch.zeros(allowed.shape, dtype=torch.float32, device=query.device).masked_fill_(~allowed, -torch.inf)
-        bias = bias.expand(group, -1, -1).reshape(1, group * count, -1)
+        if allowed.dim() == 3:
+            bias = bias.reshape(p.kv_heads, group * count, -1)
+        else:
+            bias = bias.expand(group, -1, -1).reshape(1, group * count, -1)
     if p.pse is not None:
         pse = p.pse[:, rows[0] : rows[1], cols[0] : cols[1]].to(torch.float32).reshape(p.kv_heads, group * count, -1)
         bias = pse if bias is None else pse + bias

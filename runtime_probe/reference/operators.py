@@ -360,6 +360,7 @@ def _fusion(
             shared_prefix=(None, None, None),
             with_lse=True,
             decode_rules=False,
+            mask_per_head=True,
         ),
     )
     if input_layout.upper() == "SBH":

@@ -1,0 +1,1 @@
+"""``torch_npu.testing._internal``: the distributed test bases (``common_dtensor``)."""
