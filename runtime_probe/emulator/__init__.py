@@ -96,6 +96,8 @@ def _found_on_path(spec: importlib.machinery.ModuleSpec) -> str:
                 "to use the kvlint emulator")  # fmt: skip
     return (f"a real torch_npu is installed at {spec.origin!r}; the kvlint emulator does not shadow it "
             "(unset KVLINT_EMULATE)")  # fmt: skip
+
+
 TESTING = f"{MODULE_NAME}.testing"
 """The emulated module's test harness: ``torch_npu.testing[.x]`` is the emulator's ``testing[.x]``."""
 
