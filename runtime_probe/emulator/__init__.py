@@ -13,7 +13,10 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``torchair``: the graph compiler's entry points, compiling on the CPU;
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
   writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
-  ``mla`` (MLA preprocessing).
+  ``mla`` (MLA preprocessing);
+- ``autograd``: the backward of the operators op-plugin gives one (``npu_fusion_attention(_v2)``,
+  ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``), and the "not implemented" error of those it
+  registers none for.
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
 the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
@@ -31,7 +34,8 @@ import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import attention, device, formats, kv_cache, mla, moe, norms, npu, rope, torchair
+from kvlint.runtime_probe.emulator import (attention, autograd, device, formats, kv_cache, mla, moe, norms, npu, rope,
+                                          torchair)  # fmt: skip
 
 from kvlint.catalogue import operators
 
@@ -102,6 +106,7 @@ def _register() -> dict[str, torch.library.Library]:
             library.impl(op.qualified, kv_cache.decomposed(functional, op.namespace), "CompositeImplicitAutograd")
         else:
             torch.library.register_fake(f"{op.namespace}::{op.qualified}", fake, lib=library)
+    libraries[autograd.NAMESPACE] = autograd.register(libraries)
     return libraries
 
 

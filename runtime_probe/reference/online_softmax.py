@@ -74,6 +74,34 @@ def attend(problem: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None, d
             lse[:, rows[0] : rows[1]] = block_lse.to(lse.dtype)
 
 
+def attend_differentiable(problem: BatchProblem, out: torch.Tensor, dtype: torch.dtype) -> None:
+    """Rows [0, q_len) of ``out`` as ``attend`` writes them, in operations autograd differentiates (for a
+    backward pass): the batch's (heads, S1, S2) scores at once, out of place; fully masked rows give 0."""
+    p = problem
+    if p.q_len == 0 or p.kv_len == 0:
+        return
+    group = p.heads // p.kv_heads
+    shape = (p.kv_heads, group, p.q_len, p.kv_len)
+    query = p.read_query(0, p.q_len).reshape(p.kv_heads, group * p.q_len, -1)
+    scores = (torch.matmul(query, p.read_key(0, p.kv_len).transpose(1, 2)) * p.scale).view(shape)
+    if p.pse is not None:
+        scores = scores + p.pse[:, : p.q_len, : p.kv_len].to(dtype).view(shape)
+    allowed = tile_allowed(p.band, (0, p.q_len), (0, p.kv_len), p.mask, scores.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, -torch.inf)
+    sink = None if p.sink is None else p.sink.to(dtype).view(p.kv_heads, group, 1, 1)
+    top = scores.detach().amax(-1, keepdim=True)  # a shift only: the gradient does not depend on it
+    if sink is not None:
+        top = torch.maximum(top, sink.detach())
+    top = torch.where(top == -torch.inf, 0.0, top)
+    weights = torch.exp(scores - top)
+    denominator = weights.sum(-1, keepdim=True)
+    total = denominator if sink is None else denominator + torch.exp(sink - top)
+    safe = torch.where(denominator != 0, total, 1.0)
+    result = torch.matmul((weights / safe).view(p.kv_heads, group * p.q_len, -1), p.read_value(0, p.kv_len))
+    out[:, : p.q_len] = result.view(p.heads, p.q_len, -1).to(out.dtype)
+
+
 def _query_block(
     p: BatchProblem, rows: tuple[int, int], key_block: int, value_dim: int, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
