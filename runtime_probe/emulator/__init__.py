@@ -28,6 +28,7 @@ Imports: torch, ``kvlint.catalogue`` and the reference. Never the probe.
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import sys
 import types
@@ -97,17 +98,36 @@ def _register() -> dict[str, torch.library.Library]:
         library.define(op.schema)
         in_place = rope.IN_PLACE.get(op.name)
         if in_place is not None:
-            library.impl(op.qualified, in_place, "CompositeImplicitAutograd")
+            library.impl(op.qualified, device_errors(in_place), "CompositeImplicitAutograd")
             continue
         kernel, fake = _kernels(op)
-        library.impl(op.qualified, kernel, "CPU")
+        library.impl(op.qualified, device_errors(kernel), "CPU")
         functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)
         if functional is not None:
-            library.impl(op.qualified, kv_cache.decomposed(functional, op.namespace), "CompositeImplicitAutograd")
+            library.impl(op.qualified, device_errors(kv_cache.decomposed(functional, op.namespace)),
+                         "CompositeImplicitAutograd")  # fmt: skip
         else:
-            torch.library.register_fake(f"{op.namespace}::{op.qualified}", fake, lib=library)
+            torch.library.register_fake(f"{op.namespace}::{op.qualified}", device_errors(fake), lib=library)
     libraries[autograd.NAMESPACE] = autograd.register(libraries)
     return libraries
+
+
+def device_errors(kernel: Callable[..., object]) -> Callable[..., object]:
+    """``kernel`` raising the device's exception type for its refusals: torch_npu's operators check their
+    arguments in C++ (``TORCH_CHECK``), which Python sees as ``RuntimeError``. The reference raises
+    ``ValueError`` (and ``IndexError`` for a slot or row outside a cache), as a Python library does and as the
+    probe reads it; at the operator boundary they become ``RuntimeError`` with the same message.
+    ``NotImplementedError`` (what the emulator does not compute) and the dispatcher's own binding errors pass
+    unchanged."""
+
+    @functools.wraps(kernel)
+    def refusing(*args: object, **kwargs: object) -> object:
+        try:
+            return kernel(*args, **kwargs)
+        except (ValueError, IndexError) as error:
+            raise RuntimeError(str(error)) from error
+
+    return refusing
 
 
 def _module() -> types.ModuleType:
