@@ -65,7 +65,8 @@ def fusion(npu: types.ModuleType, q, k, v, layout: str, causal: bool, v2: bool =
     if causal:
         keywords.update(atten_mask=TEMPLATE, sparse_mode=2)
     if layout == "TND":
-        keywords.update(actual_seq_qlen=[s * (i + 1) for i in range(b)], actual_seq_kvlen=[s * (i + 1) for i in range(b)])
+        ends = [s * (i + 1) for i in range(b)]
+        keywords.update(actual_seq_qlen=ends, actual_seq_kvlen=ends)
     op = npu.npu_fusion_attention_v2 if v2 else npu.npu_fusion_attention
     out = op(to_layout(q, layout), to_layout(k, layout), to_layout(v, layout), n, layout, **keywords)[0]
     return from_layout(out, layout, b, n, s)

@@ -99,7 +99,8 @@ WITH_PSE = ("fia_v1", "fia_v2", "pfa", "npu_fusion_attention", "npu_fusion_atten
 
 
 def inputs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return rand(B, HEADS, S, D, seed=1).to(dtype), rand(B, KV_HEADS, S, D, seed=2).to(dtype), rand(B, KV_HEADS, S, D, seed=3).to(dtype)
+    q, k, v = rand(B, HEADS, S, D, seed=1), rand(B, KV_HEADS, S, D, seed=2), rand(B, KV_HEADS, S, D, seed=3)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])

@@ -20,7 +20,8 @@ Kernels = tuple[Callable[..., Any], Callable[..., Any]]
 
 def _rstd(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     kept = x.dim() - gamma.dim()
-    return x.new_empty([*x.shape[:kept], *([1] * gamma.dim())], dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return x.new_empty([*x.shape[:kept], *([1] * gamma.dim())], dtype=dtype)
 
 
 def _rms_norm_fake(input: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, ...]:

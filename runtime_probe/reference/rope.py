@@ -1,9 +1,9 @@
 """Rotary position embedding: ``npu_rotary_mul``, ``npu_apply_rotary_pos_emb``, ``npu_interleave_rope``
 (``docs/semantics.md#sem-12``).
 
-``out = x * cos + rotate(x) * sin`` in float32 (float64 for float64 inputs), rounded to x's dtype. ``rotate`` is ``half`` (``[-x2, x1]``
-of the two halves of the last axis), ``interleave`` (pairs ``(x[2i], x[2i+1]) -> (-x[2i+1], x[2i])``) or
-a matrix (``x @ rotate``). ``npu_interleave_rope`` first de-interleaves the last axis (even positions, then
+``out = x * cos + rotate(x) * sin`` in float32 (float64 for float64 inputs), rounded to x's dtype.
+``rotate`` is ``half`` (``[-x2, x1]`` of the two halves of the last axis), ``interleave`` (pairs
+``(x[2i], x[2i+1]) -> (-x[2i+1], x[2i])``) or a matrix (``x @ rotate``). ``npu_interleave_rope`` first de-interleaves the last axis (even positions, then
 odd ones) and then rotates by halves.
 """
 
