@@ -42,7 +42,7 @@ class Expected:
 BUGGY_EXAMPLES = {
     "v1_names_in_v2_kwargs.py": Expected({"KVL102": 2}, frozenset(), raises="RuntimeError"),
     "float16_additive_mask.py": Expected({"KVL201": 1}, frozenset({"KVL201"}), raises="RuntimeError"),
-    "square_mask_sparse3.py": Expected({"KVL202": 1}, frozenset({"KVL202"}), raises="ValueError"),
+    "square_mask_sparse3.py": Expected({"KVL202": 1}, frozenset({"KVL202"}), raises="RuntimeError"),
     "int64_block_table.py": Expected({"KVL301": 2}, frozenset({"KVL301"})),
     "kv_len_advanced_in_layer.py": Expected(
         {"KVL305": 1}, frozenset({"KVL505", "KVL509", "KVL510"}), failing=(DECODE_CHECK, CHUNKED_CHECK)

@@ -4,7 +4,7 @@ sparse_mode 2/3/4 take the fixed 2048x2048 template (the operator builds the rea
 lengths); a ``[seq, seq]`` mask is only the right shape by accident. Everything else is
 ``examples/run.py``.
 
-Does not run to the end: the first prefill raises ValueError, in the CPU emulator as on the device.
+Does not run to the end: the first prefill raises RuntimeError, in the CPU emulator as on the device.
 Caught by: ``kvlint`` KVL202 (atten-mask-shape); the probe KVL202 on that live call, before it raises.
 """
 

@@ -17,6 +17,9 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``sharding``: the DTensor sharding strategy of ``npu_fusion_attention`` (registered when DTensor is imported);
 - ``testing``: torch_npu's test harness (``torch_npu.testing.testcase``, ``.common_utils``, ...), imported
   on demand under its ``torch_npu.testing`` names, so torch_npu's own operator tests run unchanged.
+- ``autograd``: the backward of the operators op-plugin gives one (``npu_fusion_attention(_v2)``,
+  ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``), and the "not implemented" error of those it
+  registers none for.
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
 the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
@@ -28,6 +31,7 @@ Imports: torch, ``kvlint.catalogue`` and the reference. Never the probe.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import importlib.util
@@ -36,8 +40,8 @@ import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import (attention, device, formats, kv_cache, mla, moe, norms, npu, rope, sharding,
-                                           torchair)
+from kvlint.runtime_probe.emulator import (attention, autograd, device, formats, kv_cache, mla, moe, norms, npu, rope,
+                                           sharding, torchair)  # fmt: skip
 
 from kvlint.catalogue import operators
 
@@ -146,16 +150,36 @@ def _register() -> dict[str, torch.library.Library]:
         library.define(op.schema)
         in_place = rope.IN_PLACE.get(op.name)
         if in_place is not None:
-            library.impl(op.qualified, in_place, "CompositeImplicitAutograd")
+            library.impl(op.qualified, device_errors(in_place), "CompositeImplicitAutograd")
             continue
         kernel, fake = _kernels(op)
-        library.impl(op.qualified, kernel, "CPU")
+        library.impl(op.qualified, device_errors(kernel), "CPU")
         functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)
         if functional is not None:
-            library.impl(op.qualified, kv_cache.decomposed(functional, op.namespace), "CompositeImplicitAutograd")
+            library.impl(op.qualified, device_errors(kv_cache.decomposed(functional, op.namespace)),
+                         "CompositeImplicitAutograd")  # fmt: skip
         else:
-            torch.library.register_fake(f"{op.namespace}::{op.qualified}", fake, lib=library)
+            torch.library.register_fake(f"{op.namespace}::{op.qualified}", device_errors(fake), lib=library)
+    libraries[autograd.NAMESPACE] = autograd.register(libraries)
     return libraries
+
+
+def device_errors(kernel: Callable[..., object]) -> Callable[..., object]:
+    """``kernel`` raising the device's exception type for its refusals: torch_npu's operators check their
+    arguments in C++ (``TORCH_CHECK``), which Python sees as ``RuntimeError``. The reference raises
+    ``ValueError`` (and ``IndexError`` for a slot or row outside a cache), as a Python library does and as the
+    probe reads it; at the operator boundary they become ``RuntimeError`` with the same message.
+    ``NotImplementedError`` (what the emulator does not compute) and the dispatcher's own binding errors pass
+    unchanged."""
+
+    @functools.wraps(kernel)
+    def refusing(*args: object, **kwargs: object) -> object:
+        try:
+            return kernel(*args, **kwargs)
+        except (ValueError, IndexError) as error:
+            raise RuntimeError(str(error)) from error
+
+    return refusing
 
 
 def _module() -> types.ModuleType:

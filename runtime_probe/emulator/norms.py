@@ -1,7 +1,8 @@
 """RMSNorm operators of the emulator: ``npu_rms_norm`` and ``npu_add_rms_norm``.
 
 CPU kernels are the reference's (``kvlint.runtime_probe.reference.norms``); fake kernels give the meta
-kernels' outputs: the input's shape and dtype, and a float32 ``rstd`` with the normalised axes kept as 1s.
+kernels' outputs: the input's shape and dtype, and a float32 ``rstd`` (float64 for a float64 input) with the
+normalised axes kept as 1s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ Kernels = tuple[Callable[..., Any], Callable[..., Any]]
 
 def _rstd(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     kept = x.dim() - gamma.dim()
-    return x.new_empty([*x.shape[:kept], *([1] * gamma.dim())], dtype=torch.float32)
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return x.new_empty([*x.shape[:kept], *([1] * gamma.dim())], dtype=dtype)
 
 
 def _rms_norm_fake(input: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, ...]:

@@ -7,7 +7,9 @@ The public functions of ``kvlint.runtime_probe.reference.operators`` translate e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +29,7 @@ from kvlint.runtime_probe.reference.masks import (
     check_template,
     user_masks,
 )
-from kvlint.runtime_probe.reference.online_softmax import BatchProblem, attend
+from kvlint.runtime_probe.reference.online_softmax import BatchProblem, attend, attend_differentiable
 from kvlint.runtime_probe.reference.paged import (
     Dequant,
     Reader,
@@ -98,12 +100,33 @@ class _Batches:
     read_value: Reader
 
 
-@torch.no_grad()
+_differentiable = contextvars.ContextVar("differentiable_attention", default=False)
+
+
+@contextlib.contextmanager
+def differentiable() -> Iterator[None]:
+    """Within it, ``attention`` records an autograd graph, with each batch's scores computed at once
+    (``online_softmax.attend_differentiable``): the emulator's backward recomputes the forward so."""
+    token = _differentiable.set(True)
+    try:
+        with torch.enable_grad():
+            yield
+    finally:
+        _differentiable.reset(token)
+
+
 def attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call: AttentionCall
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(attention_out, softmax_lse) of the call. No autograd graph: an inference reference must not keep
-    every score tile alive for a backward pass."""
+    """(attention_out, softmax_lse) of the call. No autograd graph (an inference reference must not keep
+    every score tile alive for a backward pass), except within ``differentiable()``."""
+    with torch.set_grad_enabled(_differentiable.get()):
+        return _attention(query, key, value, call)
+
+
+def _attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, call: AttentionCall
+) -> tuple[torch.Tensor, torch.Tensor]:
     layout = parse_layout(call.layout)
     if call.layout not in operators.LAYOUTS[call.op]:
         raise ValueError(f"{call.op} does not accept input_layout={call.layout!r}")
@@ -120,6 +143,8 @@ def attention(
     paged = call.block_table is not None
     out_shape, lse_shape = result_shapes(query, value, layout, heads, kv_heads, paged, call.with_lse)
     out = torch.zeros(out_shape, dtype=query.dtype, device=query.device)
+    if _differentiable.get():  # the per-batch views are written in place: a base with a history takes that
+        out = out.requires_grad_().clone()
     lse = torch.full(lse_shape, torch.inf, dtype=lse_dtype(query.dtype, call.with_lse), device=query.device)
     batches = _batches(query, key, value, out, lse if call.with_lse else None, layout, heads, kv_heads, call, dtype)
     single_token = not layout.varlen and split_heads(query, layout.inputs, heads).shape[2] == 1
@@ -146,7 +171,10 @@ def attention(
             pse=batch_pse,
             sink=call.sink,
         )
-        attend(problem, batches.outputs[b], None if batches.lses is None else batches.lses[b], dtype)
+        if _differentiable.get():  # for a backward pass, which needs the output alone
+            attend_differentiable(problem, batches.outputs[b], dtype)
+        else:
+            attend(problem, batches.outputs[b], None if batches.lses is None else batches.lses[b], dtype)
     return out, lse
 
 
@@ -248,7 +276,7 @@ def _batches(
         batch, q_seq = q_view.shape[0], q_view.shape[2]
         queries = list(q_view.unbind(0))
         rope_queries = None if rope_view is None else list(rope_view.unbind(0))
-        outputs = list(out_view.unbind(0))
+        outputs = [out_view[b] for b in range(batch)]  # one view each: written in place, also under autograd
         lses = None if lse is None else list(lse[..., 0].unbind(0))
         single_token_ignores_lengths = call.decode_rules and q_seq == 1
         q_lens = batch_lengths(None if single_token_ignores_lengths else call.q_lengths, batch, q_seq, q_name)

@@ -1,5 +1,6 @@
 """dtype arguments given as integers: a schema's ``int? out_dtype`` receives the ``c10::ScalarType`` number
-of the ``torch.dtype`` the caller passed (``torch.bfloat16`` arrives as 15)."""
+of the ``torch.dtype`` the caller passed (``torch.bfloat16`` arrives as 15); the compute dtype of the
+element-wise references."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def dtype_of(value: int | torch.dtype | None, name: str) -> torch.dtype | None:
     if value not in SCALAR_TYPES:
         raise NotImplementedError(f"{name}={value} is not a dtype the kvlint reference produces")
     return SCALAR_TYPES[value]
+
+
+def computed(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the references' compute dtype: float32, float64 for a float64 input (the precise mode, in
+    which gradients are checked)."""
+    return x.double() if x.dtype == torch.float64 else x.float()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from kvlint.runtime_probe.reference.dtypes import computed
 
 
 def _not_implemented(op: str, name: str, value: object) -> NotImplementedError:
@@ -38,7 +39,7 @@ def swiglu(input: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """``npu_swiglu``: ``silu(a) * b`` of the two halves of ``dim``."""
     if input.shape[dim] % 2:
         raise ValueError(f"npu_swiglu: size {input.shape[dim]} of dim {dim} is not even")
-    a, b = input.float().chunk(2, dim=dim)
+    a, b = computed(input).chunk(2, dim=dim)
     return (torch.nn.functional.silu(a) * b).to(input.dtype)
 
 

@@ -1,12 +1,14 @@
 """RMSNorm: ``npu_rms_norm`` and ``npu_add_rms_norm`` (``docs/semantics.md#sem-11``).
 
-``y = x / sqrt(mean(x**2) + epsilon) * gamma`` over the trailing ``gamma.dim()`` axes, computed in float32.
-``rstd`` (the reciprocal RMS) is float32 with the normalised axes kept as 1s.
+``y = x / sqrt(mean(x**2) + epsilon) * gamma`` over the trailing ``gamma.dim()`` axes, computed in float32
+(float64 for float64 inputs). ``rstd`` (the reciprocal RMS) is float32 (float64) with the normalised axes kept
+as 1s.
 """
 
 from __future__ import annotations
 
 import torch
+from kvlint.runtime_probe.reference.dtypes import computed
 
 
 def _normalised_axes(x: torch.Tensor, gamma: torch.Tensor, op: str) -> tuple[int, ...]:
@@ -16,16 +18,16 @@ def _normalised_axes(x: torch.Tensor, gamma: torch.Tensor, op: str) -> tuple[int
 
 
 def _rms(x: torch.Tensor, gamma: torch.Tensor, epsilon: float, op: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(normalised x times gamma, rstd), both float32."""
+    """(normalised x times gamma, rstd), both in x's (compute) dtype."""
     axes = _normalised_axes(x, gamma, op)
     rstd = torch.rsqrt(x.pow(2).mean(dim=axes, keepdim=True) + epsilon)
-    return x * rstd * gamma.float(), rstd
+    return x * rstd * gamma.to(x.dtype), rstd
 
 
 @torch.no_grad()
 def rms_norm(input: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """``npu_rms_norm`` -> (y in the input's dtype, rstd float32)."""
-    y, rstd = _rms(input.float(), gamma, epsilon, "npu_rms_norm")
+    y, rstd = _rms(computed(input), gamma, epsilon, "npu_rms_norm")
     return y.to(input.dtype), rstd
 
 

@@ -6,11 +6,17 @@ heads of its group (query head n reads KV head n // (Nq / Nkv)) without repeatin
 Fully masked rows give 0 and lse +inf; rows past the query length are left untouched (the caller
 zero-fills them). Algorithm: docs/semantics.md#sem-9.
 
+NaN and Inf propagate as softmax propagates them (docs/semantics.md#sem-9-2): a row is NaN when its query,
+a key or value it sees, or its ``pse`` at a position it sees is NaN; positions a row does not see (masked,
+outside the band, past the KV length) never reach it.
+
 In float32 the tiles go through torch's fused CPU attention kernel, which keeps its own score blocks in
 cache and returns each row's log-sum-exp (docs/semantics.md#sem-9-1): per query block and key block,
 the band, the user mask and ``pse`` become one additive bias (only where the block is not entirely
 allowed), and the blocks are combined through their log-sum-exps. The same formula as the loop below, which
-float64 (the precise mode) uses, and any torch without that kernel.
+float64 (the precise mode) uses, and any torch without that kernel. That kernel gives a row whose scores are all
+NaN 0 (pytorch issue 141128) and lets masked NaN through its additive bias, so a query block whose query or
+fused results are not finite is recomputed by the loop.
 """
 
 from __future__ import annotations
@@ -68,6 +74,34 @@ def attend(problem: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None, d
             lse[:, rows[0] : rows[1]] = block_lse.to(lse.dtype)
 
 
+def attend_differentiable(problem: BatchProblem, out: torch.Tensor, dtype: torch.dtype) -> None:
+    """Rows [0, q_len) of ``out`` as ``attend`` writes them, in operations autograd differentiates (for a
+    backward pass): the batch's (heads, S1, S2) scores at once, out of place; fully masked rows give 0."""
+    p = problem
+    if p.q_len == 0 or p.kv_len == 0:
+        return
+    group = p.heads // p.kv_heads
+    shape = (p.kv_heads, group, p.q_len, p.kv_len)
+    query = p.read_query(0, p.q_len).reshape(p.kv_heads, group * p.q_len, -1)
+    scores = (torch.matmul(query, p.read_key(0, p.kv_len).transpose(1, 2)) * p.scale).view(shape)
+    if p.pse is not None:
+        scores = scores + p.pse[:, : p.q_len, : p.kv_len].to(dtype).view(shape)
+    allowed = tile_allowed(p.band, (0, p.q_len), (0, p.kv_len), p.mask, scores.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, -torch.inf)
+    sink = None if p.sink is None else p.sink.to(dtype).view(p.kv_heads, group, 1, 1)
+    top = scores.detach().amax(-1, keepdim=True)  # a shift only: the gradient does not depend on it
+    if sink is not None:
+        top = torch.maximum(top, sink.detach())
+    top = torch.where(top == -torch.inf, 0.0, top)
+    weights = torch.exp(scores - top)
+    denominator = weights.sum(-1, keepdim=True)
+    total = denominator if sink is None else denominator + torch.exp(sink - top)
+    safe = torch.where(denominator != 0, total, 1.0)
+    result = torch.matmul((weights / safe).view(p.kv_heads, group * p.q_len, -1), p.read_value(0, p.kv_len))
+    out[:, : p.q_len] = result.view(p.heads, p.q_len, -1).to(out.dtype)
+
+
 def _query_block(
     p: BatchProblem, rows: tuple[int, int], key_block: int, value_dim: int, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,11 +131,25 @@ def _query_block(
         weights = scores.sub_(shift.unsqueeze(-1)).exp_()
         rescale = torch.exp(running_max - shift)
         denominator = denominator * rescale + weights.sum(-1)
-        acc = acc * rescale.reshape(p.kv_heads, -1, 1) + torch.matmul(
-            weights.view(p.kv_heads, group * count, -1), p.read_value(*cols)
-        )
+        values = _weighted_values(weights.view(p.kv_heads, group * count, -1), p.read_value(*cols), allowed, group)
+        acc = acc * rescale.reshape(p.kv_heads, -1, 1) + values
         running_max = new_max
     return _finish(p, running_max, denominator, acc, count, dtype)
+
+
+def _weighted_values(weights: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor | None,
+                     group: int) -> torch.Tensor:  # fmt: skip
+    """``weights @ values`` in which a row reads only the values it sees: a masked weight is 0, and 0 times a
+    NaN or Inf value would be NaN. ``weights`` (kv_heads, group * rows, keys), ``allowed`` (rows, keys)."""
+    if allowed is None or bool(torch.isfinite(values).all()):
+        return torch.matmul(weights, values)
+    finite = torch.isfinite(values)
+    result = torch.matmul(weights, values.masked_fill(~finite, 0))
+    keys = (~finite).any(-1).any(0).nonzero().squeeze(1)  # the few keys holding a non-finite value
+    odd = values[:, keys].masked_fill(finite[:, keys], 0)  # (kv_heads, k, Dv): only the non-finite entries
+    seen = allowed[:, keys].repeat(group, 1)  # (group * rows, k), rows ordered as in ``weights``
+    terms = weights[..., keys].unsqueeze(-1) * odd.unsqueeze(1)  # (kv_heads, group * rows, k, Dv)
+    return result + torch.where(seen[None, :, :, None], terms, 0).sum(2)
 
 
 def _finish(
@@ -113,8 +161,9 @@ def _finish(
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Normalise. A learnable sink adds exp(sink) to the denominator and is included in the lse
-    (docs/semantics.md#sem-d5 and #sem-d2); a row without any allowed key stays 0 with lse +inf."""
-    seen = denominator > 0
+    (docs/semantics.md#sem-d5 and #sem-d2); a row without any allowed key stays 0 with lse +inf, a NaN
+    denominator stays NaN."""
+    seen = denominator != 0
     safe = torch.where(seen, denominator, torch.ones_like(denominator))
     lse = torch.where(seen, running_max + torch.log(safe), torch.full_like(running_max, torch.inf))
     weight = torch.where(seen, 1 / safe, torch.zeros_like(safe))
@@ -139,16 +188,29 @@ def _attend_fused(p: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None) 
         key_start, key_stop = p.band.key_range(rows[0], rows[1], p.kv_len)
         parts = [_fused_block(p, query, rows, (col, min(key_stop, col + FUSED_KEY_BLOCK)))
                  for col in range(key_start, key_stop, FUSED_KEY_BLOCK)]  # fmt: skip
-        block_out, block_lse = _combine(p, parts, group * count, out.shape[-1], query.device)
+        if _trusted(query, parts):
+            block_out, block_lse = _combine(p, parts, group * count, out.shape[-1], query.device)
+        else:  # a non-finite input reached this block: the loop propagates it as softmax does
+            block_out, block_lse = _query_block(p, rows, KEY_BLOCK, out.shape[-1], torch.float32)
         out[:, rows[0] : rows[1]] = block_out.reshape(p.heads, count, -1).to(out.dtype)
         if lse is not None:
             lse[:, rows[0] : rows[1]] = block_lse.reshape(p.heads, count).to(lse.dtype)
 
 
+def _trusted(query: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor, bool]]) -> bool:
+    """Whether the fused results of one query block are what softmax gives: its query is finite (one sum: a
+    NaN or Inf makes it non-finite, and an overflowing sum of finite values only sends the block to the loop,
+    which gives the same numbers) and so is every part (``_fused_block``)."""
+    return all(finite for _, _, finite in parts) and bool(torch.isfinite(query.sum()))
+
+
 def _fused_block(p: BatchProblem, query: torch.Tensor, rows: tuple[int, int],
-                 cols: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """(out (kv_heads, group * rows, Dv), lse (kv_heads, group * rows)); lse is -inf for a row that sees no
-    key of the block. ``query`` is (kv_heads, group * rows, D)."""
+                 cols: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor, bool]:  # fmt: skip
+    """(out (kv_heads, group * rows, Dv), lse (kv_heads, group * rows), finite): lse is -inf for a row that
+    sees no key of the block. ``finite`` says that the output and the kernel's lse are finite and that no row
+    that sees a key got the kernel's lse of exactly 0, which is what it gives a row whose scores are all NaN
+    (a NaN in every key; a finite lse of exactly 0 is rare and merely sends the block to the loop): one sum
+    of each and of the lse's reciprocals. ``query`` is (kv_heads, group * rows, D)."""
     keys, values = p.read_key(*cols), p.read_value(*cols)
     value_dim = values.shape[-1]
     width = max(query.shape[-1], value_dim)
@@ -168,29 +230,32 @@ def _fused_block(p: BatchProblem, query: torch.Tensor, rows: tuple[int, int],
     out, lse = FUSED(query.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), 0.0, False,
                      attn_mask=None if bias is None else bias.unsqueeze(0), scale=p.scale)  # fmt: skip
     out, lse = out[0, ..., :value_dim], lse[0]
-    if bias is not None:  # the kernel gives lse 0 for a row that sees nothing
-        lse = lse.masked_fill(~torch.isfinite(bias).any(-1).expand_as(lse), -torch.inf)
-    return out, lse
+    check = out.sum() + lse.sum()
+    if bias is None:
+        return out, lse, bool(torch.isfinite(check + lse.reciprocal().sum()))
+    sees = torch.isfinite(bias).any(-1).expand_as(lse)  # the kernel gives lse 0 for a row that sees nothing
+    finite = bool(torch.isfinite(check + lse.masked_fill(~sees, 1).reciprocal().sum()))
+    return out, lse.masked_fill(~sees, -torch.inf), finite
 
 
 def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
     return x if x.shape[-1] == width else torch.nn.functional.pad(x, (0, width - x.shape[-1]))
 
 
-def _combine(p: BatchProblem, parts: list[tuple[torch.Tensor, torch.Tensor]], rows: int, value_dim: int,
-             device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def _combine(p: BatchProblem, parts: list[tuple[torch.Tensor, torch.Tensor, bool]], rows: int,
+             value_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """One row block's (out, lse) over (kv_heads, group * rows) from its key blocks' results; a row without any
     key: 0 and +inf."""
     if not parts:
         return (torch.zeros((p.kv_heads, rows, value_dim), device=device),
                 torch.full((p.kv_heads, rows), torch.inf, device=device))  # fmt: skip
     if len(parts) == 1:
-        out, total = parts[0]
+        out, total, _ = parts[0]
     else:
-        lses = torch.stack([lse for _, lse in parts])
+        lses = torch.stack([lse for _, lse, _ in parts])
         total = torch.logsumexp(lses, dim=0)
         weights = torch.exp(lses - torch.where(torch.isinf(total), 0.0, total)).unsqueeze(-1)
-        out = sum(part * weight for (part, _), weight in zip(parts, weights))
+        out = sum(part * weight for (part, _, _), weight in zip(parts, weights))
     seen = torch.isfinite(total)
     if p.sink is not None:  # per query head: (kv_heads, group, 1) over the group's rows
         sink = p.sink.to(torch.float32).view(p.kv_heads, -1, 1)

@@ -1,15 +1,16 @@
 """Rotary position embedding: ``npu_rotary_mul``, ``npu_apply_rotary_pos_emb``, ``npu_interleave_rope``
 (``docs/semantics.md#sem-12``).
 
-``out = x * cos + rotate(x) * sin`` in float32, rounded to x's dtype. ``rotate`` is ``half`` (``[-x2, x1]``
-of the two halves of the last axis), ``interleave`` (pairs ``(x[2i], x[2i+1]) -> (-x[2i+1], x[2i])``) or
-a matrix (``x @ rotate``). ``npu_interleave_rope`` first de-interleaves the last axis (even positions, then
+``out = x * cos + rotate(x) * sin`` in float32 (float64 for float64 inputs), rounded to x's dtype.
+``rotate`` is ``half`` (``[-x2, x1]`` of the two halves of the last axis), ``interleave`` (pairs
+``(x[2i], x[2i+1]) -> (-x[2i+1], x[2i])``) or a matrix (``x @ rotate``). ``npu_interleave_rope`` first de-interleaves the last axis (even positions, then
 odd ones) and then rotates by halves.
 """
 
 from __future__ import annotations
 
 import torch
+from kvlint.runtime_probe.reference.dtypes import computed
 
 ROPE_LAYOUTS = ("BSND", "BSH", "SBND", "BNSD", "TND")
 """``npu_apply_rotary_pos_emb``'s layouts; "BSH" is read as BSND, as the C++ does (its LAYOUT_BSND_BSH)."""
@@ -35,7 +36,7 @@ def _rotate(x: torch.Tensor, mode: str, op: str) -> torch.Tensor:
 
 def _embed(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotated: torch.Tensor, op: str) -> torch.Tensor:
     try:
-        return x * cos.float() + rotated * sin.float()
+        return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
     except RuntimeError as error:
         raise ValueError(f"{op}: cos {tuple(cos.shape)} / sin {tuple(sin.shape)} do not broadcast to "
                          f"{tuple(x.shape)}") from error  # fmt: skip
@@ -51,9 +52,9 @@ def rotary_mul(input: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_m
                rotate: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """``npu_rotary_mul``: ``input * r1 + rotate(input) * r2``."""
     op = "npu_rotary_mul"
-    x = input.float()
+    x = computed(input)
     if rotate is not None:
-        rotated = x @ rotate.float()
+        rotated = x @ rotate.to(x.dtype)
     else:
         _check_even(x, op)
         rotated = _rotate(x, rotary_mode, op)
