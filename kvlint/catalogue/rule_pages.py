@@ -115,7 +115,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL101": RuleDoc(
         what="Reports a keyword argument that the resolved operator's schema does not have, and names the "
-             "closest valid keyword.",
+             "closest valid keyword. A mask passed under another library's name (`attention_mask=`, "
+             "`attn_mask=`, `mask=`) is named as `atten_mask`, and the message says the mask is therefore "
+             "dropped; the rules on a missing mask (KVL203, KVL207) do not report the same call again.",
         why="The operators are called through the PyTorch dispatcher, which rejects an unknown keyword "
             "with `RuntimeError: Unknown keyword argument ...`. The error comes at the first call, after "
             "the model weights have loaded, often minutes into a job.",
@@ -518,22 +520,31 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Replacing the mask changes what the code allocates and caches; the fix is shown above.",
     ),
     "KVL203": RuleDoc(
-        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None. Not where the code "
-             "proves a query of length 1 (a `0:1` / `-1:` slice or a size of 1 on the layout's sequence axis, "
-             "or a branch on `max_query_len > 1` / `q_len == 1`): FIA and PFA without rope inputs ignore "
-             "`sparse_mode` then, and `npu_fusion_attention`'s full attention is what `sparse_mode=3` computes "
-             "for one query. Arguments travel together: a same-module caller's mask and causality flag "
-             "decide the callee's branches on them.",
+        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None and the code shows "
+             "causal intent on that path; the message names the evidence. Evidence is a causality flag true on "
+             "the path (a branch on `causal` / `is_causal` / `self.causal`, a same-module caller passing "
+             "`causal=True`, a default of True), a KV cache read at the call (a block table, keys named or "
+             "grown like a cache), the function writing the KV cache, or the same call also running decode "
+             "steps. A copied literal `sparse_mode` is not evidence: a bidirectional encoder (ViT, DiT) that "
+             "carries one and passes no mask gets the full attention it wants, and a mask that is None where "
+             "a causality flag is false (`mask = torch.triu(...) if causal else None`) is the full attention "
+             "the caller asked for. Not where the code proves a query of length 1 (a `0:1` / `-1:` slice or a "
+             "size of 1 on the layout's sequence axis, or a branch on `max_query_len > 1` / `q_len == 1`): FIA "
+             "and PFA without rope inputs ignore `sparse_mode` then, and `npu_fusion_attention`'s full "
+             "attention is what `sparse_mode=3` computes for one query. Arguments travel together: a "
+             "same-module caller's mask and causality flag decide the callee's branches on them. A mask "
+             "passed under another name (`attention_mask=`) is KVL101's finding, not this one.",
         why="FIA and PFA raise for prefill when the mask these modes require is missing; "
             "`npu_fusion_attention` silently ignores `sparse_mode` without a mask and computes full, "
-            "non-causal attention: every token sees the future.",
-        bad=_HEADER + "def prefill(q, k, v, head_dim):\n"
+            "non-causal attention: every token of a causal model sees the future.",
+        bad=_HEADER + "def prefill(q, k_cache, v_cache, head_dim):\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
-            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), sparse_mode=3\n    )\n",
-        good=_HEADER + "def prefill(q, k, v, head_dim):\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim), sparse_mode=3\n    )\n",
+        good=_HEADER + "def prefill(q, k_cache, v_cache, head_dim):\n"
              "    mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
-             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, "
+             "sparse_mode=3\n    )\n",
         references=(
             Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
             Reference("FIA-T6: mode and mask mismatches", f"{FIA}#fia-t6"),
@@ -622,10 +633,15 @@ DOCS: dict[str, RuleDoc] = {
     "KVL207": RuleDoc(
         what="Reports a function that takes a mask or causality parameter (`attention_mask`, `attn_mask`, "
              "`mask`, `key_padding_mask`, `is_causal`, `causal`, ...), never reads it, and calls FIA, FIA v2, "
-             "IFA, PFA or `npu_fusion_attention` without `atten_mask`. Not reported: a parameter marked unused "
-             "(`_mask`, `del mask`, a docstring saying reserved or unused), a call that may pass the mask "
-             "through `**kwargs`, a causality flag where the code proves a query of length 1, and a mask "
-             "parameter where the call passes KV lengths (padding is cut by the lengths).",
+             "IFA, PFA or `npu_fusion_attention` without `atten_mask`; and a class that stores a causality flag "
+             "from its constructor (`self.causal = causal`), never reads it, and calls the operator without a "
+             "mask. A causality flag is reported only where the code shows it true (a same-module caller "
+             "passing `causal=True` or `Module(causal=True)`, or a default of True), and the message names "
+             "that evidence. Not reported: a parameter marked unused (`_mask`, `del mask`, a docstring saying "
+             "reserved or unused), a mask every same-module caller gives None, a call that may pass the mask "
+             "through `**kwargs`, a causality flag where the code proves a query of length 1, a mask "
+             "parameter where the call passes KV lengths (padding is cut by the lengths), and a misspelled "
+             "mask keyword (KVL101 reports it).",
         why="The caller built the mask (the padding of a batch of images, a causal flag) and handed it over; "
             "the function drops it and the operator attends every position. Padded patches or future tokens "
             "leak into the result, with no error; the SDPA backend of the same signature usually honours the "

@@ -18,10 +18,13 @@ from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path
-from kvlint.analysis.names import qualified_name
+from kvlint.analysis.follow import bind_arguments, callers
+from kvlint.analysis.intent import CausalEvidence, causal_evidence, parameter_evidence
+from kvlint.analysis.names import enclosing_class, is_self, qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.analysis.walk import nodes_of
+from kvlint.checks.signature import misspelled_mask
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
@@ -135,23 +138,30 @@ def check_atten_mask_shape(site: CallSite) -> Iterator[Issue]:
 
 def check_sparse_mode_needs_mask(site: CallSite) -> Iterator[Issue]:
     """KVL203: sparse_mode 1-4 need atten_mask. FIA/PFA raise for prefill; npu_fusion_attention ignores
-    sparse_mode when the mask is None and silently computes full, non-causal attention."""
-    if site.name not in SPARSE_OPERATORS and site.name != FA:
+    sparse_mode when the mask is None and silently computes full, non-causal attention. Reported only where
+    the code shows causal intent on the path (``kvlint.analysis.intent``): a copied literal mode is not
+    evidence, and a mask that is None where a causality flag is false is the full attention asked for."""
+    if site.name not in SPARSE_OPERATORS and site.name != FA or misspelled_mask(site):
         return
     for mode, path in _modes(site, MODES_NEEDING_MASK):
-        if not any(alt.value.is_none and not _mode_ignored(site, mode, alt.path)
-                   for alt in site.values("atten_mask", path)):
-            continue
-        if site.name == FA:
-            consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal attention "
-                           "(the same as sparse_mode=3 only for a query of length 1, which the code does not prove)")
-        else:
-            consequence = (f"{site.name} raises for prefill (it ignores sparse_mode only for a query of length 1 "
-                           "without rope inputs, which the code does not prove here)")
-        yield Issue("KVL203", site.anchor("sparse_mode"),
-                    f"sparse_mode={mode} with no atten_mask on this path: {consequence}; pass the "
-                    f"{TEMPLATE}x{TEMPLATE} mask torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)")
-        return
+        for alt in site.values("atten_mask", path):
+            if not alt.value.is_none or _mode_ignored(site, mode, alt.path):
+                continue
+            evidence = causal_evidence(site, alt.path)
+            if evidence is None or not evidence.causal:
+                continue
+            if site.name == FA:
+                consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal "
+                               "attention (the same as sparse_mode=3 only for a query of length 1, which the code "
+                               "does not prove)")
+            else:
+                consequence = (f"{site.name} raises for prefill (it ignores sparse_mode only for a query of length 1 "
+                               "without rope inputs, which the code does not prove here)")
+            yield Issue("KVL203", site.anchor("sparse_mode"),
+                        f"sparse_mode={mode} with no atten_mask on this path, where the code asks for causal "
+                        f"attention ({evidence.text}): {consequence}; pass the {TEMPLATE}x{TEMPLATE} mask "
+                        "torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)")
+            return
 
 
 def check_atten_mask_polarity(site: CallSite) -> Iterator[Issue]:
@@ -240,37 +250,121 @@ def _reads(function: nodes.FunctionDef, name: str) -> bool:
     return any(node.name == name for node in nodes_of(function, (nodes.Name, nodes.DelName)))
 
 
+def _callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:
+    """Every same-module caller gives the parameter None (passed, or the default): there is no mask to drop."""
+    calls = callers(function)
+    bound = [bind_arguments(function, call) for call in calls]
+    return bool(calls) and all(
+        arguments is not None and isinstance(arguments.get(param), nodes.Const) and arguments[param].value is None
+        for arguments in bound)
+
+
+def _mask_absent(site: CallSite) -> bool:
+    return site.argument("atten_mask") is None or all(alt.value.is_none for alt in site.values("atten_mask"))
+
+
 def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
     """KVL207: a function that takes a mask or causality parameter, never reads it, and calls the operator
     without ``atten_mask`` silently attends what the caller asked to hide: padding, or the future. Not for a
-    parameter its name (``_mask``) or its docstring (``Reserved``, ``unused``) says is unused, a causality flag
-    where the code proves a query of length 1 (nothing to hide), nor a mask parameter where the call passes
-    KV lengths (padding is cut by the lengths)."""
-    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended:
+    parameter its name (``_mask``) or its docstring (``Reserved``, ``unused``) says is unused, a mask every
+    same-module caller gives None, a causality flag nothing shows true (``causal=True`` from a caller in the
+    module, or a default of True), a causality flag where the code proves a query of length 1 (nothing to
+    hide), nor a mask parameter where the call passes KV lengths (padding is cut by the lengths). Also for a
+    class that stores a causality flag from its constructor (``self.causal = causal``), never reads it, and
+    calls the operator without a mask where the module constructs it with the flag true."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended or misspelled_mask(site):
         return
     function = site.call.frame()
     if not isinstance(function, nodes.FunctionDef):
         return
-    if site.argument("atten_mask") is not None and not all(alt.value.is_none for alt in site.values("atten_mask")):
+    if not _mask_absent(site):
+        yield from _stored_flag_unread(site, function)
         return
     arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
     for param in (a.name for a in arguments):
         causal = bool(CAUSAL_PARAMETER.match(param))
         if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or _documented_unused(function, param):
             continue
+        evidence = parameter_evidence(function, param) if causal else None
+        if causal and (evidence is None or not evidence.causal or any(check_sparse_mode_needs_mask(site))):
+            continue  # no sign the caller asks for causal attention, or KVL203 reports the missing mask
         if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
             continue
         kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
-        if not causal and site.argument(kv_lengths) is not None and not all(
-                alt.value.is_none for alt in site.values(kv_lengths)):
+        if not causal and (_callers_pass_none(function, param) or site.argument(kv_lengths) is not None and not all(
+                alt.value.is_none for alt in site.values(kv_lengths))):
             continue
-        hidden = "a caller asking for causal attention gets every token attending the future" if causal else (
-            "the positions it masks (padding, the future) are attended")
+        hidden = (f"a caller asking for causal attention ({evidence.text}) gets every token attending the future"
+                  if evidence is not None else "the positions it masks (padding, the future) are attended")
         yield Issue("KVL207", site.call,
                     f"{function.name}() takes '{param}' but never reads it, and calls {site.name} without "
                     f"atten_mask: {hidden}; build atten_mask (and sparse_mode) from it, or raise when it is set "
                     "if this path cannot mask")
         return
+    yield from _stored_flag_unread(site, function)
+
+
+def _stored_flag_unread(site: CallSite, function: nodes.FunctionDef) -> Iterator[Issue]:
+    """KVL207 for a constructor flag: ``__init__(self, causal=False)`` stores ``self.causal``, no method reads
+    it, and the call has no mask on some path, while the module builds the class with the flag true."""
+    cls = enclosing_class(site.call)
+    init = cls.locals.get("__init__", [None])[0] if cls is not None else None
+    if not isinstance(init, nodes.FunctionDef) or not any(alt.value.is_none for alt in site.values("atten_mask")):
+        return
+    for attribute, param in _stored_flags(init):
+        if _attribute_read(cls, attribute):
+            continue
+        evidence = _constructed_with(cls, init, param)
+        if evidence is None or not evidence.causal:
+            continue
+        if all(length == ONE for length, _ in query_lengths(site, EMPTY)):
+            continue
+        yield Issue("KVL207", site.call,
+                    f"{cls.name} stores '{param}' as self.{attribute} but never reads it, and {function.name}() "
+                    f"calls {site.name} without atten_mask: {evidence.text}, and that instance runs full, "
+                    f"non-causal attention; build atten_mask (and sparse_mode) from self.{attribute}")
+        return
+
+
+def _stored_flags(init: nodes.FunctionDef) -> Iterator[tuple[str, str]]:
+    """(attribute, parameter) for each ``self.<attribute> = <causality parameter>`` in ``__init__``."""
+    params = {a.name for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs}
+    for assign in nodes_of(init, nodes.Assign):
+        pairs = [(target, assign.value) for target in assign.targets]
+        pairs += [pair for target in assign.targets if isinstance(target, nodes.Tuple) and isinstance(
+            assign.value, nodes.Tuple) and len(target.elts) == len(assign.value.elts)
+            for pair in zip(target.elts, assign.value.elts)]
+        for target, value in pairs:
+            if (isinstance(value, nodes.Name) and value.name in params and CAUSAL_PARAMETER.match(value.name)
+                    and isinstance(target, nodes.AssignAttr) and is_self(target.expr)):
+                yield target.attrname, value.name
+
+
+def _attribute_read(cls: nodes.ClassDef, attribute: str) -> bool:
+    """Some method of the class reads ``self.<attribute>`` (or names it in a string, as ``getattr`` does)."""
+    for node in nodes_of(cls, (nodes.Attribute, nodes.Const)):
+        if isinstance(node, nodes.Attribute) and node.attrname == attribute:
+            return True
+        if isinstance(node, nodes.Const) and node.value == attribute:
+            return True
+    return False
+
+
+def _constructed_with(cls: nodes.ClassDef, init: nodes.FunctionDef, param: str) -> CausalEvidence | None:
+    """The causality the module's constructions of the class pass: ``Attention(causal=True)``."""
+    found = None
+    for call in nodes_of(cls.root(), nodes.Call):
+        if not (isinstance(call.func, nodes.Name) and call.func.name == cls.name):
+            continue
+        if any(isinstance(a, nodes.Starred) for a in call.args) or any(k.arg is None for k in call.keywords or ()):
+            return None
+        passed = {k.arg: k.value for k in call.keywords or ()}
+        params = [a.name for a in init.args.posonlyargs + init.args.args][1:]
+        passed.update({name: arg for name, arg in zip(params, call.args)})
+        expr = passed.get(param)
+        if isinstance(expr, nodes.Const) and expr.value is True:
+            found = CausalEvidence(True, f"the module builds {cls.name}({param}=True) at line {call.lineno}")
+    return found
 
 
 def _sdpa_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:
