@@ -16,15 +16,18 @@ from kvlint.analysis.axes import swap, unsqueeze_plan
 from kvlint.analysis.context import MAX_DEPTH, MAX_HOPS, Context, values
 from kvlint.analysis.facts import (
     ADDITIVE,
+    ADDITIVE_CAST,
     CACHE,
     CAST_METHODS,
     CUMULATIVE,
     EXPANDED,
     FLOAT_DTYPES,
     GROWN_CACHE,
+    INTEGER_DTYPES,
     KV_REPEAT,
     META,
     NO_CONSTANT,
+    TOP_LEFT,
     TRIL,
     TYPED_TENSORS,
     UNKNOWN_VALUE,
@@ -278,7 +281,16 @@ def _masked_fill(receivers: list[Alt], fill_expr: nodes.NodeNG | None, context: 
 
 
 def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context) -> list[Alt]:
-    """A tensor method applied to one alternative of its receiver."""
+    """A tensor method applied to one alternative of its receiver. A cast of an additive mask to an integer
+    dtype is marked ADDITIVE_CAST, with the cast as its origin."""
+    alts = _tensor_method(receiver, method, call, context)
+    if not receiver.value.has(ADDITIVE) or method not in (*CAST_METHODS, "to", "type"):
+        return alts
+    return [Alt(replace(alt.value.with_traits({ADDITIVE_CAST}), origin=call), alt.path)
+            if alt.value.tensor and alt.value.dtype in INTEGER_DTYPES else alt for alt in alts]
+
+
+def _tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context) -> list[Alt]:
     value, path = as_tensor(receiver.value), receiver.path
     args = call.args
     if method in CAST_METHODS and not args:
@@ -447,10 +459,32 @@ def as_tensor(value: Value) -> Value:
 
 
 def triangular(value: Value, lower: bool, call: nodes.Call) -> Value:
-    """``tril`` (``lower``) or ``triu`` of a tensor."""
+    """``tril`` (``lower``) or ``triu`` of a tensor. Over a rectangular (Q_S, KV_S) shape with the diagonal
+    of a square causal mask (``triu`` 1, ``tril`` 0) the triangle is aligned top-left (TOP_LEFT)."""
     base = as_tensor(value)
     triangle = base.with_traits({TRIL}) if lower else base.with_traits(drop={TRIL})
+    triangle = triangle.with_traits(drop={TOP_LEFT})
+    if _diagonal(call) == (0 if lower else 1) and _rectangular(base.shape):
+        triangle = triangle.with_traits({TOP_LEFT})
     return replace(triangle, origin=call)
+
+
+def _diagonal(call: nodes.Call) -> object:
+    """The literal ``diagonal`` of a ``tril``/``triu`` call (0 when omitted), else None."""
+    method = isinstance(call.func, nodes.Attribute) and qualified_name(call.func) not in ("torch.tril", "torch.triu")
+    positional = call.args[0 if method else 1:]
+    expr = positional[0] if positional else keyword_argument(call, "diagonal")
+    if expr is None:
+        return 0
+    return expr.value if isinstance(expr, nodes.Const) and type(expr.value) is int else None
+
+
+def _rectangular(shape: tuple[Dim, ...] | None) -> bool:
+    """The last two sizes are known and differ (``(q_len, kv_len)``, ``(8, 40)``)."""
+    known, _ = split(shape)
+    if len(known) < 2 or known[-1] is None or known[-2] is None:
+        return False
+    return known[-1] != known[-2]
 
 
 def invert(value: Value, dtype: str | None = None) -> Value:

@@ -463,12 +463,17 @@ DOCS: dict[str, RuleDoc] = {
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
              "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "
-             "mask); for `npu_fusion_attention`, anything but bool or uint8. The value is followed through "
+             "mask); for `npu_fusion_attention`, anything but bool or uint8. Also an additive mask converted "
+             "to an integer dtype (`(-65504 * torch.triu(...)).to(torch.int8)`, a `finfo(float32).min` mask "
+             "`.to(torch.uint8)`): the message points at the cast. The value is followed through "
              "assignments, attributes set in `__init__`, helpers and dtype-changing methods.",
         why="The fused operators take a boolean-style mask in which 1/True means \"masked out\". A float "
             "mask is either rejected at launch with an opaque aclnn error code (after the model loaded) or, "
             "where a framework converts it, loses its additive meaning: a 0/-inf mask passed as a bias "
-            "produced NaNs on long KV, and booleanizing a finite bias silently drops it.",
+            "produced NaNs on long KV, and booleanizing a finite bias silently drops it. Converting `-inf` "
+            "or `finfo(float32).min` to an integer is undefined in C++: torch on x86 gives 0, which means "
+            "\"not masked\", and -65504 becomes 32 only by accident of the wrap; `.bool()` or `mask < 0` "
+            "keeps the meaning (every non-zero is True).",
         bad=_HEADER + "def prefill(q, k, v, q_len, kv_len, head_dim):\n"
             "    mask = torch.zeros(1, 1, q_len, kv_len, dtype=torch.float16)\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
@@ -557,7 +562,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL204": RuleDoc(
         what="Reports a mask built with `torch.tril(...)` and not inverted (`~`, `logical_not`, `1 - m`, "
-             "`== 0`) that reaches `atten_mask`.",
+             "`== 0`) that reaches `atten_mask`; and one mask variable passed to "
+             "`scaled_dot_product_attention`'s `attn_mask` on one branch and to the operator's `atten_mask` on "
+             "another, unconverted (SDPA reads True as attend, or adds a float mask to the scores).",
         why="In the Ascend operators True/1 means \"masked out\" - the opposite of SDPA's boolean mask. "
             "A lower-triangular mask therefore hides exactly the part each token should see and lets it "
             "see the future: the call runs and returns wrong numbers.",
@@ -606,7 +613,10 @@ DOCS: dict[str, RuleDoc] = {
              "also reads cached or paged KV (`block_table`, or KV lengths given separately), and "
              "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache. Not where the "
              "code proves a query of length 1 without rope inputs: FIA and PFA ignore the mode then, and one "
-             "query sees every cached key.",
+             "query sees every cached key. Also a mask the code builds top-left over two different lengths, "
+             "`torch.triu(torch.ones(q_len, kv_len), diagonal=1)` or `~torch.tril(torch.ones(q.shape[2], "
+             "k.shape[2]))`, passed where the mode uses the mask as given (sparse_mode 0 or 1, IFA): sizing it "
+             "with two lengths says KV_S > Q_S happens (chunked prefill, speculative extends).",
         why="With P cached tokens and T new queries, query i sits at position P + i and must see keys up to "
             "P + i (bottom-right alignment). Top-left alignment lets it see only keys up to i, so most of "
             "the cache is hidden from every query: chunked prefill and prefix caching silently compute "

@@ -38,7 +38,9 @@ from kvlint.checks.masks import (
     check_atten_mask_shape,
     check_causal_top_left_with_cache,
     check_sdpa_causal_over_cache,
+    check_sdpa_mask_reused,
     check_sparse_mode_needs_mask,
+    check_top_left_mask_over_cache,
 )
 from kvlint.checks.signature import (
     check_positional_args,
@@ -65,8 +67,10 @@ CALL_CHECKS = (
     check_atten_mask_shape,
     check_sparse_mode_needs_mask,
     check_atten_mask_polarity,
+    check_sdpa_mask_reused,
     check_additive_mask_in_pse,
     check_causal_top_left_with_cache,
+    check_top_left_mask_over_cache,
     check_atten_mask_dropped,
     check_block_table_dtype,
     check_block_size_missing,

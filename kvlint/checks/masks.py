@@ -15,9 +15,9 @@ from astroid import nodes
 from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import values
-from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
+from kvlint.analysis.facts import ADDITIVE, ADDITIVE_CAST, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TOP_LEFT, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
-from kvlint.analysis.flow import EMPTY, Path
+from kvlint.analysis.flow import EMPTY, Path, reaching_definitions
 from kvlint.analysis.follow import bind_arguments, callers
 from kvlint.analysis.intent import CausalEvidence, causal_evidence, parameter_evidence
 from kvlint.analysis.names import enclosing_class, is_self, qualified_name
@@ -36,7 +36,7 @@ TOP_LEFT_CAUSAL = 2
 SPARSE_OPERATORS = FIA | {PFA}
 """Operators whose sparse_mode 2/3/4 take the fixed 2048x2048 template mask."""
 SDPA = ("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention")
-_SDPA_POSITIONS = {"key": 1, "value": 2, "is_causal": 5}
+_SDPA_POSITIONS = {"key": 1, "value": 2, "attn_mask": 3, "is_causal": 5}
 
 
 def _built_at(value: Value, site_line: int | None) -> str:
@@ -72,6 +72,14 @@ def check_atten_mask_dtype(site: CallSite) -> Iterator[Issue]:
         if not value.tensor:
             continue
         where = _built_at(value, site.call.lineno)
+        if value.has(ADDITIVE_CAST):
+            cast = f" at line {value.origin.lineno}" if value.origin is not None and value.origin.lineno else ""
+            yield Issue("KVL201", site.anchor("atten_mask"),
+                        f"atten_mask is an additive mask (-inf / finfo.min / a large negative where masked) converted "
+                        f"to {value.dtype}{cast}: those values have no integer form (undefined in C++; torch on x86 "
+                        "gives 0, which means 'not masked', and -65504 gives 32 only by the wrap); convert it with "
+                        "`mask < 0` or `.bool()` (every non-zero is True) instead of an integer cast")
+            return
         if value.has(ADDITIVE):
             found = f"an additive {value.dtype or 'float'} mask (-inf / finfo.min where masked){where}"
             fix = "pass `mask < 0` (True where it held -inf) or build it with dtype=torch.bool"
@@ -225,6 +233,33 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
             return
 
 
+def check_top_left_mask_over_cache(site: CallSite) -> Iterator[Issue]:
+    """KVL206 (a built mask): ``torch.triu(torch.ones(q_len, kv_len), diagonal=1)`` (or ``~tril``) aligns the
+    causal triangle top-left: query i sees keys 0..i. The code sizes it with two different lengths, so KV_S >
+    Q_S is expected (chunked prefill, a prefix cache, speculative extends), and then the new queries miss the
+    cached keys. Judged where the mode uses the mask as given (sparse_mode 0 or 1, or IFA)."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA:
+        return
+    has_mode = site.operator.param("sparse_mode") is not None
+    modes = site.values("sparse_mode") if has_mode else [None]
+    for mode_alt in modes:
+        path = mode_alt.path if mode_alt is not None else EMPTY
+        if mode_alt is not None and _int_mode(mode_alt.value) not in (0, 1):
+            continue
+        for alt in site.values("atten_mask", path):
+            value = alt.value
+            if not (value.tensor and value.has(TOP_LEFT)) or value.has(TRIL):
+                continue  # a tril mask never inverted hides the visible part: KVL204's finding comes first
+            known, _ = split(value.shape)
+            rows, columns = ("?" if d is None else str(d) for d in known[-2:])
+            yield Issue("KVL206", site.anchor("atten_mask"),
+                        f"atten_mask{_built_at(value, site.call.lineno)} is a causal triangle over ({rows}, {columns}) "
+                        f"aligned top-left (query i sees keys 0..i): when {columns} > {rows}, as over a KV cache "
+                        "(chunked prefill, a prefix cache, speculative tokens), the new queries miss the keys cached "
+                        f"before them; align it bottom-right: torch.triu(..., diagonal={columns} - {rows} + 1)")
+            return
+
+
 MASK_PARAMETER = re.compile(r"^(attention_mask|attn_mask|atten_mask|mask|causal_mask|key_padding_mask|"
                             r"padding_mask|src_mask|attn_masks|attention_masks)$")
 CAUSAL_PARAMETER = re.compile(r"^(is_causal|causal|use_causal|causal_attention)$")
@@ -365,6 +400,34 @@ def _constructed_with(cls: nodes.ClassDef, init: nodes.FunctionDef, param: str) 
         if isinstance(expr, nodes.Const) and expr.value is True:
             found = CausalEvidence(True, f"the module builds {cls.name}({param}=True) at line {call.lineno}")
     return found
+
+
+def check_sdpa_mask_reused(site: CallSite) -> Iterator[Issue]:
+    """KVL204 (an SDPA mask): the same mask variable goes to ``scaled_dot_product_attention``'s ``attn_mask``
+    on one branch and to the operator's ``atten_mask`` on another. SDPA reads a bool mask as True = attend and
+    a float mask as added to the scores; the Ascend operators read True/1 as masked out, so one of the two
+    branches masks the wrong positions."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA:
+        return
+    expr = site.argument("atten_mask")
+    if not isinstance(expr, nodes.Name):
+        return
+    frame = site.call.frame()
+    reaching = {definition for definition, _ in reaching_definitions(expr.name, expr)}
+    for call in nodes_of(frame, nodes.Call):
+        if call.frame() is not frame or qualified_name(call.func) not in SDPA:
+            continue
+        argument = _sdpa_argument(call, "attn_mask")
+        mask = argument.value if isinstance(argument, nodes.Keyword) else argument
+        if not (isinstance(mask, nodes.Name) and mask.name == expr.name) or {
+                definition for definition, _ in reaching_definitions(mask.name, mask)} != reaching:
+            continue
+        yield Issue("KVL204", site.anchor("atten_mask"),
+                    f"the same '{expr.name}' goes to scaled_dot_product_attention's attn_mask at line {call.lineno}: "
+                    f"SDPA reads a bool mask as True = attend and a float mask as added to the scores, {site.name} "
+                    f"reads True/1 as masked out, so one branch masks the wrong positions; pass ~{expr.name} "
+                    f"(a bool keep-mask) or {expr.name} < 0 (an additive one) to atten_mask")
+        return
 
 
 def _sdpa_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:
