@@ -34,6 +34,10 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
     """The values ``name`` has at ``use``: those its reaching definitions give it, each on its path."""
     scope, _ = use.scope().lookup(name)
     if isinstance(scope, (nodes.Lambda, nodes.ComprehensionScope)):
+        bound = context.binding(scope) if isinstance(scope, nodes.ComprehensionScope) else None
+        if bound is not None and name in bound:
+            expr, outer = bound[name]
+            return values(expr, path, outer)
         return [Alt(UNKNOWN_VALUE, path)]
     alts: list[Alt] = []
     reaching = reaching_definitions(name, use, path)
@@ -189,12 +193,33 @@ def _target_indices(binding: nodes.AssignName, statement: nodes.NodeNG) -> tuple
 def _unpacked(expr: nodes.NodeNG, indices: tuple[int, ...], path: Path, context: Context) -> list[Alt]:
     if not indices:
         return values(expr, path, context)
+    if isinstance(expr, nodes.ListComp):
+        return _comprehension_item(expr, indices, path, context)
     if isinstance(expr, (nodes.Tuple, nodes.List)):
         if any(isinstance(e, nodes.Starred) for e in expr.elts) or indices[0] >= len(expr.elts):
             return [Alt(UNKNOWN_VALUE, path)]
         return _unpacked(expr.elts[indices[0]], indices[1:], path, context)
     alts = values(expr, path, context)
     for index in indices:
+        alts = [picked for alt in alts for picked in tuple_item(alt, index)]
+    return alts
+
+
+def _comprehension_item(expr: nodes.ListComp, indices: tuple[int, ...], path: Path, context: Context) -> list[Alt]:
+    """Item ``i`` of ``[f(x) for x in (a, b, c)]``: ``f`` applied to the i-th element of the literal tuple
+    (``q, k, v = [rearrange(t, ...) for t in (q, k, v)]``); anything else is unknown."""
+    if len(expr.generators) != 1:
+        return [Alt(UNKNOWN_VALUE, path)]
+    generator = expr.generators[0]
+    items = generator.iter
+    if (generator.ifs or not isinstance(generator.target, nodes.AssignName)
+            or not isinstance(items, (nodes.Tuple, nodes.List)) or indices[0] >= len(items.elts)
+            or any(isinstance(e, nodes.Starred) for e in items.elts)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    bound = {generator.target.name: (items.elts[indices[0]], context)}
+    inner = replace(context, bindings=context.bindings + ((expr, bound),))
+    alts = values(expr.elt, path, inner)
+    for index in indices[1:]:
         alts = [picked for alt in alts for picked in tuple_item(alt, index)]
     return alts
 

@@ -6,6 +6,7 @@ mask (TRIL), an additive ``-inf`` mask (ADDITIVE), a cache and a grown cache, re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -275,6 +276,20 @@ def _masked_fill(receivers: list[Alt], fill_expr: nodes.NodeNG | None, context: 
                 filled = filled.with_traits({ADDITIVE})
             alts.append(Alt(filled, fill.path))
     return alts
+
+
+def einops_repeat(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
+    """``einops.repeat(x, "b s h d -> b s (h g) d", g=groups)``: a pattern whose output groups an axis with one
+    the input lacks copies the axis (KV_REPEAT); anything else is not followed."""
+    pattern = call.args[1] if len(call.args) > 1 else keyword_argument(call, "pattern")
+    if not call.args or not (isinstance(pattern, nodes.Const) and isinstance(pattern.value, str)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    left, arrow, right = pattern.value.partition("->")
+    inputs = set(left.replace("(", " ").replace(")", " ").split())
+    if not arrow or not any(set(group.split()) - inputs for group in re.findall(r"\(([^)]*)\)", right)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    return mapped(values(call.args[0], path, context),
+                  lambda v: replace(as_tensor(v).reshaped(None).with_traits({KV_REPEAT}), origin=call))
 
 
 # Tensor methods ---------------------------------------------------------------------------------------

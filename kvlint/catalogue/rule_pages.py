@@ -408,7 +408,10 @@ DOCS: dict[str, RuleDoc] = {
              "`B, N, S, D = q.shape`, or built by `x.view(bsz, q_len, num_heads, head_dim).transpose(1, 2)` "
              "(BNSD), passed with `input_layout=\"BSND\"`. The roles of the axes come from the names the code "
              "gives their sizes; `transpose` and `permute` are followed, so turning BNSD into BSND before a "
-             "BSND call is fine. Names that prove nothing (vision code's `B, N, C`) are not judged.",
+             "BSND call is fine. Names that prove nothing (vision code's `B, N, C`) are not judged. Also a "
+             "layout whose rank is not the query's on a path: the code packs the query to 3-D "
+             "(`q.reshape(T, N, D)`, `view`, `flatten`) and a branch still passes `\"BNSD\"` (or a 4-D query "
+             "meets `\"TND\"`); the call raises there.",
         why="The operator takes the layout's word for the axis order. With heads and sequence swapped the "
             "call raises on the head count, or, when the two sizes happen to agree, attends along the head "
             "axis: wrong numbers and no error.",
@@ -671,6 +674,33 @@ DOCS: dict[str, RuleDoc] = {
         ),
         no_fix="Building the mask needs to know what the parameter holds (padding, causal, additive).",
     ),
+    "KVL208": RuleDoc(
+        what="Reports an operator call in a function that takes a parameter controlling attention "
+             "(`softmax_scale`, `sm_scale`, `sliding_window`, `window_size`, `triangular_masking`, "
+             "`no_masking`, ...), or in a method of a class whose constructor stores one in `self` that no "
+             "other method reads, when no argument of the call uses it, directly or through the local "
+             "assignments that reach the argument. Not reported where the function tests the parameter (a "
+             "guard that raises, a branch that picks another path), where the call may pass it through "
+             "`**kwargs`, or where another method reads the stored attribute (to build a mask, say).",
+        why="The caller's setting is lost on the one path that calls the operator: a wrapper that takes "
+            "`softmax_scale` (carrying a YaRN mscale) but passes `scale=1 / math.sqrt(d)` computes every "
+            "score with the wrong temperature; a `sliding_window` that never reaches `pre_tokens` (with "
+            "`sparse_mode=4`) or the mask gives a sliding-window model full attention over the whole context. "
+            "Nothing raises, and the other backends of the same wrapper honour the parameter.",
+        bad=_HEADER + "def flash_attn(q, k, v, softmax_scale=None):\n"
+            "    return torch_npu.npu_fusion_attention(\n"
+            "        q, k, v, q.shape[2], \"BSND\", scale=1 / math.sqrt(q.shape[-1])\n    )[0]\n",
+        good=_HEADER + "def flash_attn(q, k, v, softmax_scale=None):\n"
+             "    scale = softmax_scale if softmax_scale is not None else 1 / math.sqrt(q.shape[-1])\n"
+             "    return torch_npu.npu_fusion_attention(q, k, v, q.shape[2], \"BSND\", scale=scale)[0]\n",
+        references=(
+            Reference("FIA-T1: scale / softmax_scale left at its default 1.0", f"{FIA}#fia-t1"),
+            Reference("FIA-C25: where pre_tokens / next_tokens take effect", f"{FIA}#fia-c25"),
+            Reference("FA-C10: the band of pre_tockens / next_tockens", f"{FA}#fa-c10"),
+        ),
+        no_fix="Where the parameter belongs (the scale, pre_tokens with sparse_mode=4, the mask) depends on "
+               "what it controls.",
+    ),
     "KVL301": RuleDoc(
         what="Reports a value reaching `block_table` whose dtype is known and is not int32: "
              "`torch.arange(...)` (int64 by default), `torch.tensor(list_of_ints)`, `.long()`, "
@@ -822,8 +852,10 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL307": RuleDoc(
         what="Reports key/value passed to FIA/IFA/PFA or ATB's attention that are `repeat_interleave` (or "
-             "`expand` + `reshape`) copies of the KV heads, with the line (and helper) where the repeat "
-             "happened, however many same-module helpers away.",
+             "`expand` + `reshape`, or an `einops.repeat` whose output groups an axis with a new one) copies "
+             "of the KV heads, with the line (and helper) where the repeat happened, however many same-module "
+             "helpers away, also through a list comprehension over the tensors "
+             "(`k, v = [t.repeat_interleave(n, dim=2) for t in (k, v)]`).",
         why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
             "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
             "the group size for nothing. A call that also passes the KV head count as "
@@ -892,6 +924,32 @@ DOCS: dict[str, RuleDoc] = {
             Reference("PFA-C8 and PFA-C9: PFA's lengths, cumulative in TND only", f"{IFA_PFA}#pfa-c8"),
         ),
         no_fix="Whether to convert the lengths or to switch to TND depends on how the tensors are packed.",
+    ),
+    "KVL310": RuleDoc(
+        what="Reports a KV cache passed as the key or value of FIA, FIA v2, IFA, PFA or ATB's attention as a "
+             "view with a literal row width, `key_cache.view(-1, block_size, 256)` or `.view(-1, 128, 8, 128)`, "
+             "while the call's KV head count (`num_key_value_heads`, `num_kv_heads`) is not a literal: it comes "
+             "from the model. Not reported: a width computed from the model's sizes, a fully literal shape (a "
+             "test's), a literal head count, or a width below 32 (the NZ layout's fractal of 16).",
+        why="The literal is one model's `num_kv_heads * head_dim`. Every model with other KV heads or another "
+            "head dim reads its blocks mis-shaped; when the sizes divide, nothing raises and the attention "
+            "reads the wrong rows.",
+        bad=_HEADER + "def decode(q, key_cache, value_cache, tables, kv_lens, block_size, num_kv_heads):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, key_cache.view(-1, block_size, 256), value_cache.view(-1, block_size, 256),\n"
+            "        num_heads=32, num_key_value_heads=num_kv_heads, scale=0.088, input_layout=\"BSH\",\n"
+            "        block_table=tables, block_size=block_size, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        good=_HEADER + "def decode(q, key_cache, value_cache, tables, kv_lens, block_size, num_kv_heads, head_dim):\n"
+             "    width = num_kv_heads * head_dim\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, key_cache.view(-1, block_size, width), value_cache.view(-1, block_size, width),\n"
+             "        num_heads=32, num_key_value_heads=num_kv_heads, scale=0.088, input_layout=\"BSH\",\n"
+             "        block_table=tables, block_size=block_size, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(
+            Reference("FIA-C34: paged attention, block_table and the paged cache", f"{FIA}#fia-c34"),
+            Reference("ATB attention: schemas", "docs/operators/atb_attention.md#atb-schemas"),
+        ),
+        no_fix="The width to use (heads times head dim of this model) is not in the call.",
     ),
     "KVL501": RuleDoc(
         what=(
