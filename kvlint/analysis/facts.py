@@ -24,6 +24,8 @@ TRIL = "tril"
 """Built by ``torch.tril`` and not inverted since: True/1 on the lower triangle."""
 ADDITIVE = "additive"
 """Holds ``-inf`` / ``finfo.min`` (or another large negative) to be added to the scores."""
+RESHAPED = "reshaped"
+"""Given its rank by ``view`` / ``reshape`` with explicit sizes: the rank is the code's own statement."""
 TOP_LEFT = "top-left"
 """A causal mask aligned top-left over a rectangular (Q_S, KV_S) shape: ``torch.triu(ones(q_len, kv_len),
 diagonal=1)`` or ``~torch.tril(ones(q_len, kv_len))``; ``origin`` is the triangle."""

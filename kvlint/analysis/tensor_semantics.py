@@ -28,6 +28,7 @@ from kvlint.analysis.facts import (
     KV_REPEAT,
     META,
     NO_CONSTANT,
+    RESHAPED,
     TOP_LEFT,
     TRIL,
     TYPED_TENSORS,
@@ -325,7 +326,8 @@ def _tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Contex
     if method in ("view", "reshape", "flatten", "view_as", "reshape_as"):
         traits = {KV_REPEAT} if value.has(EXPANDED) else set()
         shape, axes = _reshaped(call, path, context) if method in ("view", "reshape") else (None, None)
-        return [Alt(value.reshaped(shape, axes).with_traits(traits, {EXPANDED}), path)]
+        traits |= {RESHAPED} if shape is not None and split(shape)[1] is not None else set()
+        return [Alt(value.reshaped(shape, axes).with_traits(traits, {EXPANDED, RESHAPED}), path)]
     if method == "unsqueeze":
         dim = _single_int(args[0], path, context) if len(args) == 1 else None
         rank = split(value.shape)[1]

@@ -679,8 +679,10 @@ DOCS: dict[str, RuleDoc] = {
              "(`softmax_scale`, `sm_scale`, `sliding_window`, `window_size`, `triangular_masking`, "
              "`no_masking`, ...), or in a method of a class whose constructor stores one in `self` that no "
              "other method reads, when no argument of the call uses it, directly or through the local "
-             "assignments that reach the argument. Not reported where the function tests the parameter (a "
-             "guard that raises, a branch that picks another path), where the call may pass it through "
+             "assignments that reach the argument; a stored attribute is one finding per class, at the "
+             "assignment. Not reported where the function tests the parameter (a guard that raises, a branch "
+             "that picks another path) or hands it to another call on every path (a validator, an inputs "
+             "object), where its docstring says it is reserved or unused, where the call may pass it through "
              "`**kwargs`, or where another method reads the stored attribute (to build a mask, say).",
         why="The caller's setting is lost on the one path that calls the operator: a wrapper that takes "
             "`softmax_scale` (carrying a YaRN mscale) but passes `scale=1 / math.sqrt(d)` computes every "

@@ -4,8 +4,9 @@ mscale) replaced by ``1 / math.sqrt(d)``, a ``sliding_window`` that never reache
 a ``no_masking`` flag nothing looks at. The caller's setting is silently lost on the operator's path.
 
 Not reported where the function tests the parameter (``if window_size is not None: raise ...``, a branch that
-picks another path), where the call may pass it through ``**kwargs``, or where a method other than the
-constructor reads the stored attribute.
+picks another path) or hands it to another call on every path (a validator, an inputs object), where its
+docstring says it is reserved or unused, where the call may pass it through ``**kwargs``, or where a method
+other than the constructor reads the stored attribute.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import Param, reaching_definitions
 from kvlint.analysis.names import enclosing_class, is_self
 from kvlint.analysis.walk import nodes_of
+from kvlint.checks.masks import documented_unused
 from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, SCALE_PARAM
 
 CONTROLS: dict[str, str] = {
@@ -40,11 +42,13 @@ _CONSEQUENCE = {
 _MAX_DEPTH = 6
 
 
-def _mentions(expr: nodes.NodeNG, param: str, attribute: str | None, depth: int = 0) -> bool:
+def _mentions(expr: nodes.NodeNG, param: str, attribute: str | None, depth: int = 0,
+              seen: set[int] | None = None) -> bool:
     """``expr`` reads the parameter (or ``self.<attribute>``), directly or through the local assignments
-    that reach it."""
+    that reach it (each assignment visited once)."""
     if depth > _MAX_DEPTH:
         return True  # too deep to tell: assume it does
+    seen = set() if seen is None else seen
     for node in nodes_of(expr, (nodes.Name, nodes.Attribute)):
         if isinstance(node, nodes.Attribute) and attribute is not None and node.attrname == attribute and is_self(
                 node.expr):
@@ -58,8 +62,11 @@ def _mentions(expr: nodes.NodeNG, param: str, attribute: str | None, depth: int 
                 continue
             statement = definition.statement()
             value = getattr(statement, "value", None)
-            if isinstance(statement, (nodes.Assign, nodes.AnnAssign, nodes.AugAssign)) and value is not None and (
-                    _mentions(value, param, attribute, depth + 1)):
+            if id(statement) in seen or value is None or not isinstance(
+                    statement, (nodes.Assign, nodes.AnnAssign, nodes.AugAssign)):
+                continue
+            seen.add(id(statement))
+            if _mentions(value, param, attribute, depth + 1, seen):
                 return True
     return False
 
@@ -70,13 +77,33 @@ def _tested(function: nodes.FunctionDef, param: str, attribute: str | None) -> b
     return any(_mentions(test, param, attribute) for test in tests)
 
 
+def _handed_on(function: nodes.FunctionDef, param: str, site: CallSite) -> bool:
+    """The parameter is passed to another call on every path of the function (a validator that rejects it,
+    an inputs object, another backend called first): the function does something with it."""
+    for call in nodes_of(function, nodes.Call):
+        if call is site.call or call.frame() is not function:
+            continue
+        node, conditional = call, False
+        while node is not function:
+            if isinstance(node.parent, (nodes.If, nodes.IfExp, nodes.For, nodes.While, nodes.Try)) and (
+                    node is not getattr(node.parent, "test", None)):
+                conditional = True
+                break
+            node = node.parent
+        arguments = list(call.args) + [k.value for k in call.keywords or ()]
+        if not conditional and any(isinstance(n, nodes.Name) and n.name == param
+                                   for argument in arguments for n in nodes_of(argument, nodes.Name)):
+            return True
+    return False
+
+
 def _arguments(site: CallSite) -> list[nodes.NodeNG]:
     return list(site.positional) + [argument.value for argument in site.keywords.values()]
 
 
-def _stored(site: CallSite) -> list[tuple[str, str]]:
-    """(parameter, attribute) for each control parameter ``__init__`` stores in ``self`` and no other method
-    of the class reads."""
+def _stored(site: CallSite) -> list[tuple[str, str, nodes.AssignAttr]]:
+    """(parameter, attribute, the assignment) for each control parameter ``__init__`` stores in ``self`` and
+    no other method of the class reads."""
     cls = enclosing_class(site.call)
     init = cls.locals.get("__init__", [None])[0] if cls is not None else None
     if not isinstance(init, nodes.FunctionDef) or site.call.frame() is init:
@@ -90,7 +117,7 @@ def _stored(site: CallSite) -> list[tuple[str, str]]:
             if isinstance(target, nodes.AssignAttr) and is_self(target.expr) and not any(
                     node.attrname == target.attrname and node.frame() is not init
                     for node in nodes_of(cls, nodes.Attribute)):
-                found.append((assign.value.name, target.attrname))
+                found.append((assign.value.name, target.attrname, target))
     return found
 
 
@@ -103,17 +130,24 @@ def check_attention_parameter_dropped(site: CallSite) -> Iterator[Issue]:
     if not isinstance(function, nodes.FunctionDef):
         return
     arguments = _arguments(site)
-    taken = [(a.name, None) for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+    taken = [a.name for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs
              if a.name in CONTROLS and not re.match(r"^_", a.name)]
-    for param, attribute in taken + _stored(site):
-        owner = function if attribute is None else function.parent.frame()
-        if any(_mentions(argument, param, attribute) for argument in arguments) or _tested(function, param, attribute):
+    for param in taken:
+        if any(_mentions(argument, param, None) for argument in arguments) or _tested(function, param, None) or (
+                _handed_on(function, param, site) or documented_unused(function, param)):
             continue
-        kind = CONTROLS[param]
-        op_scale = SCALE_PARAM.get(site.name, "scale")
-        where = f"{function.name}() takes '{param}'" if attribute is None else (
-            f"{owner.name} stores '{param}' as self.{attribute}, which nothing reads,")
         yield Issue("KVL208", site.call,
-                    f"{where} but no argument of this {site.name} call uses it: "
-                    + _CONSEQUENCE[kind].format(op_scale=op_scale))
+                    f"{function.name}() takes '{param}' but no argument of this {site.name} call uses it: "
+                    + _CONSEQUENCE[CONTROLS[param]].format(op_scale=SCALE_PARAM.get(site.name, "scale")))
+        return
+    for param, attribute, target in _stored(site):
+        cls = function.parent.frame()
+        init = target.frame()
+        if _tested(init, param, None):
+            continue
+        # One finding per class, at the assignment: the defect is the attribute nothing reads.
+        yield Issue("KVL208", target,
+                    f"{cls.name} stores '{param}' as self.{attribute} but no method reads it, and its methods call "
+                    f"the attention operators without it: "
+                    + _CONSEQUENCE[CONTROLS[param]].format(op_scale="the operator's scale argument"))
         return

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.facts import RESHAPED
 from kvlint.analysis.finding import Issue
 from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION
 
@@ -55,7 +56,7 @@ def check_layout_axes(site: CallSite) -> Iterator[Issue]:
 def check_layout_rank(site: CallSite) -> Iterator[Issue]:
     """KVL114 (rank): each layout names as many query axes as its letters (BNSD and BSND four, BSH, SBH and
     TND three). On a path where the code proves another rank for the query (``q.view(T, N, D)``,
-    ``reshape``, ``flatten``, an unpacked shape), the call raises (docs/operators/fused_infer_attention.md#fia-c1,
+    ``reshape`` with explicit sizes), the call raises (docs/operators/fused_infer_attention.md#fia-c1,
     docs/operators/fusion_attention.md#fa-c1): typically a sibling branch that still passes the old layout
     after another branch packed the tensors. Judged where the call names its layout (a default layout
     proves no intent)."""
@@ -67,8 +68,8 @@ def check_layout_rank(site: CallSite) -> Iterator[Issue]:
             continue
         letters = text.upper().split("_")[0]
         for alt in site.values("query", layout.path):
-            if not alt.value.tensor:
-                continue
+            if not (alt.value.tensor and alt.value.has(RESHAPED)):
+                continue  # only a view / reshape with explicit sizes states the rank
             known, rank = split(alt.value.shape)
             if rank is None or rank == len(letters):
                 continue

@@ -270,7 +270,7 @@ _DOCUMENTED_UNUSED = re.compile(r"\b(reserved|unused|not used|ignored|has no eff
                                 re.IGNORECASE)
 
 
-def _documented_unused(function: nodes.FunctionDef, name: str) -> bool:
+def documented_unused(function: nodes.FunctionDef, name: str) -> bool:
     """The docstring says the parameter is not used (``attn_mask: Reserved for future use``)."""
     doc = function.doc_node.value if function.doc_node is not None else ""
     for match in re.finditer(rf"\b{re.escape(name)}\b", doc):
@@ -318,7 +318,7 @@ def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
     arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
     for param in (a.name for a in arguments):
         causal = bool(CAUSAL_PARAMETER.match(param))
-        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or _documented_unused(function, param):
+        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or documented_unused(function, param):
             continue
         evidence = parameter_evidence(function, param) if causal else None
         if causal and (evidence is None or not evidence.causal or any(check_sparse_mode_needs_mask(site))):
@@ -346,7 +346,7 @@ def _stored_flag_unread(site: CallSite, function: nodes.FunctionDef) -> Iterator
     init = cls.locals.get("__init__", [None])[0] if cls is not None else None
     if not isinstance(init, nodes.FunctionDef) or not any(alt.value.is_none for alt in site.values("atten_mask")):
         return
-    for attribute, param in _stored_flags(init):
+    for attribute, param, target in _stored_flags(init):
         if _attribute_read(cls, attribute):
             continue
         evidence = _constructed_with(cls, init, param)
@@ -354,15 +354,16 @@ def _stored_flag_unread(site: CallSite, function: nodes.FunctionDef) -> Iterator
             continue
         if all(length == ONE for length, _ in query_lengths(site, EMPTY)):
             continue
-        yield Issue("KVL207", site.call,
-                    f"{cls.name} stores '{param}' as self.{attribute} but never reads it, and {function.name}() "
-                    f"calls {site.name} without atten_mask: {evidence.text}, and that instance runs full, "
-                    f"non-causal attention; build atten_mask (and sparse_mode) from self.{attribute}")
+        # One finding per class, at the assignment: the defect is the flag nothing reads.
+        yield Issue("KVL207", target,
+                    f"{cls.name} stores '{param}' as self.{attribute} but never reads it, and calls the attention "
+                    f"operators without atten_mask: {evidence.text}, and that instance runs full, non-causal "
+                    f"attention; build atten_mask (and sparse_mode) from self.{attribute}")
         return
 
 
-def _stored_flags(init: nodes.FunctionDef) -> Iterator[tuple[str, str]]:
-    """(attribute, parameter) for each ``self.<attribute> = <causality parameter>`` in ``__init__``."""
+def _stored_flags(init: nodes.FunctionDef) -> Iterator[tuple[str, str, nodes.AssignAttr]]:
+    """(attribute, parameter, the target) for each ``self.<attribute> = <causality parameter>`` in ``__init__``."""
     params = {a.name for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs}
     for assign in nodes_of(init, nodes.Assign):
         pairs = [(target, assign.value) for target in assign.targets]
@@ -372,7 +373,7 @@ def _stored_flags(init: nodes.FunctionDef) -> Iterator[tuple[str, str]]:
         for target, value in pairs:
             if (isinstance(value, nodes.Name) and value.name in params and CAUSAL_PARAMETER.match(value.name)
                     and isinstance(target, nodes.AssignAttr) and is_self(target.expr)):
-                yield target.attrname, value.name
+                yield target.attrname, value.name, target
 
 
 def _attribute_read(cls: nodes.ClassDef, attribute: str) -> bool:
@@ -425,8 +426,9 @@ def check_sdpa_mask_reused(site: CallSite) -> Iterator[Issue]:
         yield Issue("KVL204", site.anchor("atten_mask"),
                     f"the same '{expr.name}' goes to scaled_dot_product_attention's attn_mask at line {call.lineno}: "
                     f"SDPA reads a bool mask as True = attend and a float mask as added to the scores, {site.name} "
-                    f"reads True/1 as masked out, so one branch masks the wrong positions; pass ~{expr.name} "
-                    f"(a bool keep-mask) or {expr.name} < 0 (an additive one) to atten_mask")
+                    f"reads True/1 as masked out, so one of the two branches masks the wrong positions; convert it "
+                    f"for one of them (~{expr.name} turns one bool convention into the other; {expr.name} < 0 turns "
+                    "an additive mask into the operator's)")
         return
 
 
