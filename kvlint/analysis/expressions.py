@@ -34,6 +34,7 @@ from kvlint.analysis.names import called_function, is_self, qualified_name
 from kvlint.analysis.tensor_semantics import (
     FINFO,
     combine,
+    einops_rearrange,
     einops_repeat,
     indexed,
     invert,
@@ -155,6 +156,8 @@ def _call(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
         return torch_function(qualname, call, path, context)
     if qualname == "einops.repeat":
         return einops_repeat(call, path, context)
+    if qualname == "einops.rearrange":
+        return einops_rearrange(call, path, context)
     if isinstance(call.func, nodes.Name) and call.func.name == "float" and len(call.args) == 1:
         text = call.args[0].value if isinstance(call.args[0], nodes.Const) else None
         if isinstance(text, str) and text.strip().lower() in ("inf", "-inf", "+inf", "infinity", "-infinity"):

@@ -293,6 +293,16 @@ def einops_repeat(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
                   lambda v: replace(as_tensor(v).reshaped(None).with_traits({KV_REPEAT}), origin=call))
 
 
+def einops_rearrange(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
+    """``einops.rearrange(x, pattern)`` moves axes: the tensor keeps its dtype and what it was built from (a KV
+    repeat, a cache); its shape is not followed."""
+    if not call.args:
+        return [Alt(UNKNOWN_VALUE, path)]
+    return mapped(values(call.args[0], path, context),
+                  lambda v: replace(tensor(v.dtype, traits=v.traits & {KV_REPEAT, CACHE, GROWN_CACHE}),
+                                    origin=v.origin))
+
+
 # Tensor methods ---------------------------------------------------------------------------------------
 
 

@@ -857,7 +857,8 @@ DOCS: dict[str, RuleDoc] = {
              "`expand` + `reshape`, or an `einops.repeat` whose output groups an axis with a new one) copies "
              "of the KV heads, with the line (and helper) where the repeat happened, however many same-module "
              "helpers away, also through a list comprehension over the tensors "
-             "(`k, v = [t.repeat_interleave(n, dim=2) for t in (k, v)]`).",
+             "(`k, v = [t.repeat_interleave(n, dim=2) for t in (k, v)]`) and an `einops.rearrange` after the "
+             "repeat.",
         why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
             "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
             "the group size for nothing. A call that also passes the KV head count as "
