@@ -185,7 +185,7 @@ class Probe:
         """This process is a fork of the one that activated the probe."""
         self._finished: int | None = None
         """The pid that wrote the report (an inherited atexit handler must not write it twice)."""
-        self.keeper = Keeper(self.report, self.report_file, self._wanted, self._busy, settings.report_every)
+        self.keeper = Keeper(self._kept_report, self.report_file, self._wanted, self._busy, settings.report_every)
         self._keeping = settings.report_path is not None
         """The report is rewritten while the program runs."""
         self._dumped: set[tuple[str, int]] = set()
@@ -251,12 +251,12 @@ class Probe:
         sys.modules["multiprocessing.util"].Finalize(self, self.finish, exitpriority=10)
 
     # -- the report ---------------------------------------------------------------------------------
-    def report(self, complete: bool = False) -> dict[str, Any]:
-        """The JSON report of what this process saw so far (``complete``: taken at its normal exit, when the
-        repeated slots no attention call read are settled as KVL508 info; a running report leaves them pending,
-        since a later read makes them errors)."""
+    def report(self, complete: bool = False, settle: bool = True) -> dict[str, Any]:
+        """The JSON report of what this process saw so far (``complete``: taken at its normal exit). ``settle``:
+        the repeated slots no attention call has read become KVL508 info; the keeper's running reports leave
+        them pending instead, since a later read makes them errors."""
         modules = self._modules
-        if modules is not None and complete:
+        if modules is not None and settle:
             self._settle_repeats(modules)
         report: dict[str, Any] = self.recorder.as_json()
         if modules is not None:
@@ -282,6 +282,10 @@ class Probe:
 
     def _busy(self) -> bool:
         return getattr(self._local, "busy", False)
+    def _kept_report(self, final: bool) -> dict[str, Any]:
+        """The report the keeper writes: settled only at the final write."""
+        return self.report(complete=final, settle=final)
+
     def _settle_repeats(self, modules: _Modules) -> None:
         """KVL508 at info level for the repeated slots no attention call has read (so far)."""
         for repeat in modules.repeats.settle():

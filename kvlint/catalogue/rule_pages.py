@@ -2134,6 +2134,8 @@ LEVELS: dict[str, str] = {
     "KVL535": "error: the device refuses these negative band edges (RuntimeError).",
     "KVL536": "warning: the call computes the right result; the cost is a host read on every call.",
     "KVL537": "error: the operator runs with the truncated value, not the one passed.",
+    "KVL550": ("warning: the replay computes with the arguments of an earlier step, which is a wrong result only "
+               "when those arguments changed; the probe cannot see whether they did."),
     "KVL599": "warning: the program's call ran normally; only the probe's judgement of it is missing.",
 }
 """Probe code -> its level and the reason, shown on its page."""
