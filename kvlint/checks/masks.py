@@ -21,7 +21,7 @@ from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
-from kvlint.analysis.walk import nodes_of
+from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
@@ -237,7 +237,7 @@ def _documented_unused(function: nodes.FunctionDef, name: str) -> bool:
 
 def _reads(function: nodes.FunctionDef, name: str) -> bool:
     """The function body reads the name (nested functions included) or deletes it on purpose (``del mask``)."""
-    return any(node.name == name for node in nodes_of(function, (nodes.Name, nodes.DelName)))
+    return bool(nodes_named(function, (nodes.Name, nodes.DelName), name))
 
 
 def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
