@@ -21,7 +21,7 @@ from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import NONE, is_self, qualified_names
-from kvlint.analysis.walk import nodes_of
+from kvlint.analysis.walk import nodes_named
 from kvlint.catalogue.operators import ARGUMENTS_OF, NAMESPACES, OPERATORS, Operator, lookup
 
 ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
@@ -134,8 +134,8 @@ def keyword_dict(expr: nodes.NodeNG, call: nodes.Call) -> dict[str, Argument] | 
     ) else None
     if keywords is None:
         return None
-    for use in nodes_of(scope, nodes.Name):
-        if use.name != expr.name or use is expr or not (statement.lineno < use.lineno <= call.lineno):
+    for use in nodes_named(scope, nodes.Name, expr.name):
+        if use is expr or not (statement.lineno < use.lineno <= call.lineno):
             continue
         added = _keys_added(use)
         if added is None:

@@ -22,6 +22,7 @@ past ``MAX_PATHS`` the answer is ``UNKNOWN``.
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import weakref
 from collections.abc import Iterator, Mapping
@@ -172,141 +173,232 @@ def condition(test: nodes.NodeNG) -> tuple[Key, bool]:
     return (test.frame(), test.as_string()), True
 
 
-_REACHING: dict[tuple[str, nodes.NodeNG, Path], list[tuple[Definition, Path]]] = tree_cache()
+Found = tuple[tuple[Definition, Path], ...]
+"""Definitions with their paths; ``_NOT_FOUND`` for the paths on which nothing in the searched statements binds."""
+
+
+class _Overflow(Exception):
+    """More than MAX_PATHS paths: the answer is UNKNOWN."""
+
+
+_REACHING: dict[tuple[str, nodes.NodeNG, Path], Found] = tree_cache()
 """The rules and the value follower ask for the same name at the same statement many times over (every
-call site of a function, every argument that reads ``self.scale``)."""
+call site of a function, every argument that reads ``self.scale``); the search from a statement backwards
+is also the tail of the search from every later statement, so every statement searched is remembered."""
+_OVERFLOWED: dict[tuple[str, nodes.NodeNG, Path], bool] = tree_cache()
+"""The searches that found more than MAX_PATHS paths."""
 
 
 def reaching_definitions(name: str, use: nodes.NodeNG, path: Path = EMPTY) -> list[tuple[Definition, Path]]:
     """The definitions of ``name`` that reach ``use``, each with the path on which it does."""
     statement = use.statement()
     key = (name, statement, path)
-    if key not in _REACHING:
-        results = _before(name, statement, path)
-        _REACHING[key] = [(UNKNOWN, path)] if len(results) > MAX_PATHS else results
-    return list(_REACHING[key])
+    if key in _OVERFLOWED:
+        return [(UNKNOWN, path)]
+    try:
+        return list(_before(name, statement, path))
+    except _Overflow:
+        _OVERFLOWED[key] = True
+        return [(UNKNOWN, path)]
 
 
-def _before(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
+def _before(name: str, statement: nodes.NodeNG, path: Path) -> Found:
     """Search the statements before ``statement`` in its block, then the blocks around it."""
-    block = _block_before(statement)
-    found = _search_block(name, block, path)
-    results = [(d, p) for d, p in found if d is not _NOT_FOUND]
-    for _, remaining in (item for item in found if item[0] is _NOT_FOUND):
-        results.extend(_climb(name, statement, remaining))
-    return results
+    key = (name, statement, path)
+    if key not in _REACHING:
+        owner, fields, index = _position(statement)
+        found = _scan(name, owner, fields, index, path) if owner is not None else ((_NOT_FOUND, path),)
+        results = [(d, p) for d, p in found if d is not _NOT_FOUND]
+        for _, remaining in (item for item in found if item[0] is _NOT_FOUND):
+            results.extend(_climb(name, statement, remaining))
+        if len(results) > MAX_PATHS:
+            raise _Overflow
+        _REACHING[key] = tuple(results)
+    return _REACHING[key]
 
 
-def _block_before(statement: nodes.NodeNG) -> list[nodes.NodeNG]:
+@dataclass
+class _Block:
+    """A statement sequence, and where in it each name is bound."""
+
+    statements: list[nodes.NodeNG]
+    binders: dict[str, list[int]]
+    """Name -> the positions of the statements that bind it, ascending."""
+    guards: list[int]
+    """Positions of the ``if`` statements with a branch that always leaves (they constrain every path)."""
+
+    def previous(self, name: str, end: int) -> int | None:
+        """The last position before ``end`` whose statement the search for ``name`` has to look at."""
+        candidates = []
+        for positions in (self.binders.get(name, ()), self.guards):
+            before = bisect.bisect_left(positions, end)
+            if before:
+                candidates.append(positions[before - 1])
+        return max(candidates, default=None)
+
+
+_BLOCKS: dict[tuple[nodes.NodeNG, tuple[str, ...]], _Block] = tree_cache()
+_POSITIONS: dict[nodes.NodeNG, dict[int, tuple[str, int]]] = tree_cache()
+_SCANS: dict[tuple[str, nodes.NodeNG, tuple[str, ...], int, Path], Found] = tree_cache()
+_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody")
+
+
+def _block(owner: nodes.NodeNG, fields: tuple[str, ...]) -> _Block:
+    """The statements of ``owner``'s ``fields``, one after the other, indexed once."""
+    key = (owner, fields)
+    if key not in _BLOCKS:
+        statements = [s for f in fields for s in getattr(owner, f, None) or ()]
+        binders: dict[str, list[int]] = {}
+        guards = []
+        for position, statement in enumerate(statements):
+            for bound in bound_names(statement):
+                binders.setdefault(bound, []).append(position)
+            if isinstance(statement, nodes.If) and (terminates(statement.body) or terminates(statement.orelse)):
+                guards.append(position)
+        _BLOCKS[key] = _Block(statements, binders, guards)
+    return _BLOCKS[key]
+
+
+def _position(statement: nodes.NodeNG) -> tuple[nodes.NodeNG | None, tuple[str, ...], int]:
+    """The block (owner and field) that holds ``statement``, and its position there."""
     parent = statement.parent
-    for field in ("body", "orelse", "handlers", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and any(s is statement for s in block):
-            return block[: next(i for i, s in enumerate(block) if s is statement)]
-    return []
+    if parent not in _POSITIONS:
+        _POSITIONS[parent] = {
+            id(s): (f, i) for f in _BLOCK_FIELDS if isinstance(getattr(parent, f, None), list)
+            for i, s in enumerate(getattr(parent, f))
+        }
+    where = _POSITIONS[parent].get(id(statement))
+    return (None, (), 0) if where is None else (parent, (where[0],), where[1])
 
 
-def _search_block(name: str, block: list[nodes.NodeNG], path: Path) -> list[tuple[Definition, Path]]:
-    """Search a statement sequence backwards; ``_NOT_FOUND`` for the paths on which nothing binds."""
-    pending = [path]
+def _bound_in(owner: nodes.NodeNG, field: str) -> dict[str, list[int]]:
+    """The names bound by the statements of ``owner``'s ``field`` (as keys)."""
+    return _block(owner, (field,)).binders
+
+
+def _scan(name: str, owner: nodes.NodeNG, fields: tuple[str, ...], end: int, path: Path) -> Found:
+    """Search the statements before position ``end`` of a block backwards, looking only at those that bind
+    ``name`` or may leave; ``_NOT_FOUND`` for the paths on which nothing binds. Every state of the search
+    (a position and the one path still searched) is remembered with what the rest of the search found."""
+    block = _block(owner, fields)
     found: list[tuple[Definition, Path]] = []
-    for statement in reversed(block):
-        still: list[Path] = []
-        for current in pending:
-            for definition, extended in _search_statement(name, statement, current):
-                if definition is _NOT_FOUND:
-                    still.append(extended)
-                else:
-                    found.append((definition, extended))
-        pending = still
-        if not pending or len(found) + len(pending) > MAX_PATHS:
+    states: list[tuple[tuple[str, nodes.NodeNG, tuple[str, ...], int, Path], int]] = []
+    current, position = path, end
+    while True:
+        key = (name, owner, fields, position, current)
+        if key in _SCANS:
+            found.extend(_SCANS[key])
             break
-    return found + [(_NOT_FOUND, p) for p in pending]
+        states.append((key, len(found)))
+        position = block.previous(name, position)
+        if position is None:
+            found.append((_NOT_FOUND, current))
+            break
+        pending = []
+        for definition, extended in _search_statement(name, block.statements[position], current):
+            if definition is _NOT_FOUND:
+                pending.append(extended)
+            else:
+                found.append((definition, extended))
+        if len(found) + len(pending) > MAX_PATHS:
+            raise _Overflow
+        if len(pending) != 1:
+            for branch in pending:
+                found.extend(_scan(name, owner, fields, position, branch))
+            break
+        current = pending[0]
+    if len(found) > MAX_PATHS:
+        raise _Overflow
+    for key, already in states:
+        _SCANS[key] = tuple(found[already:])
+    return _SCANS[states[0][0]] if states else tuple(found)
 
 
-def _search_statement(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
+def _search_statement(name: str, statement: nodes.NodeNG, path: Path) -> Found:
     if isinstance(statement, nodes.If):
         return _search_if(name, statement, path)
     if name not in bound_names(statement):
-        return [(_NOT_FOUND, path)]
+        return ((_NOT_FOUND, path),)
     if isinstance(statement, (nodes.FunctionDef, nodes.ClassDef, nodes.Import, nodes.ImportFrom, nodes.AugAssign)):
-        return [(statement, path)]
+        return ((statement, path),)
     if mutated_name(statement) == name:
-        return [(statement, path)]
+        return ((statement, path),)
     if isinstance(statement, (nodes.Assign, nodes.AnnAssign)):
         targets = [n for n in nodes_of(statement, (nodes.AssignName, nodes.AssignAttr)) if target_name(n) == name]
         assigned = [t for t in targets if t.parent is statement or isinstance(t.parent, (nodes.Tuple, nodes.List))]
-        return [(assigned[-1] if len(assigned) == len(targets) else UNKNOWN, path)]
+        return ((assigned[-1] if len(assigned) == len(targets) else UNKNOWN, path),)
     if isinstance(statement, nodes.With) and not any(
         name in _names_in(target) for _, target in statement.items if target is not None
     ):
-        return _search_block(name, statement.body, path)
+        return _scan(name, statement, ("body",), len(statement.body), path)
     if isinstance(statement, nodes.Try) and not any(name in bound_names(h) for h in statement.handlers):
-        return _search_block(name, statement.body + statement.orelse + statement.finalbody, path)
-    return [(UNKNOWN, path)]
+        fields = ("body", "orelse", "finalbody")
+        return _scan(name, statement, fields, len(_block(statement, fields).statements), path)
+    return ((UNKNOWN, path),)
 
 
-def _search_if(name: str, statement: nodes.If, path: Path) -> list[tuple[Definition, Path]]:
+def _search_if(name: str, statement: nodes.If, path: Path) -> Found:
     binds = name in bound_names(statement)
     if not binds and not terminates(statement.body) and not terminates(statement.orelse):
-        return [(_NOT_FOUND, path)]
+        return ((_NOT_FOUND, path),)
     key, polarity = condition(statement.test)
     results: list[tuple[Definition, Path]] = []
-    for taken, block in ((True, statement.body), (False, statement.orelse)):
+    for taken, field in ((True, "body"), (False, "orelse")):
+        block = getattr(statement, field)
         extended = path.choose(key, taken == polarity)
         if extended is None or terminates(block):
             continue
-        if binds and name in _bound_in_block(block):
-            results.extend(_search_block(name, block, extended))
+        if binds and name in _bound_in(statement, field):
+            results.extend(_scan(name, statement, (field,), len(block), extended))
         else:
             results.append((_NOT_FOUND, extended))
-    return results
+    return tuple(results)
 
 
-def _climb(name: str, statement: nodes.NodeNG, path: Path) -> list[tuple[Definition, Path]]:
+def _climb(name: str, statement: nodes.NodeNG, path: Path) -> Found:
     """Nothing binds ``name`` before ``statement`` in its block: continue in the enclosing statement."""
     parent = statement.parent
     if isinstance(parent, nodes.FunctionDef):
         arguments = parent.args
         if name in {a.name for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}:
-            return [(Param(parent, name), path)]
+            return ((Param(parent, name), path),)
         if name in (arguments.vararg, arguments.kwarg):
-            return [(UNKNOWN, path)]
-        return [(OUTER, path)]
+            return ((UNKNOWN, path),)
+        return ((OUTER, path),)
     if isinstance(parent, (nodes.Module, nodes.ClassDef)) or parent is None:
-        return [(OUTER, path)]
+        return ((OUTER, path),)
+    _, fields, _ = _position(statement)
     if isinstance(parent, nodes.If):
         key, polarity = condition(parent.test)
-        in_body = any(s is statement for s in parent.body)
-        extended = path.choose(key, in_body == polarity)
-        return [] if extended is None else _before(name, parent, extended)
+        extended = path.choose(key, (fields == ("body",)) == polarity)
+        return () if extended is None else _before(name, parent, extended)
     if isinstance(parent, (nodes.For, nodes.While)):
-        loop_binds = name in _bound_in_block(parent.body) or (
+        loop_binds = name in _bound_in(parent, "body") or (
             isinstance(parent, nodes.For) and name in _names_in(parent.target)
         )
-        return [(UNKNOWN, path)] if loop_binds else _before(name, parent, path)
+        return ((UNKNOWN, path),) if loop_binds else _before(name, parent, path)
     if isinstance(parent, nodes.ExceptHandler):
         if parent.name is not None and parent.name.name == name:
-            return [(UNKNOWN, path)]
+            return ((UNKNOWN, path),)
         try_statement = parent.parent
-        if name in _bound_in_block(try_statement.body):
-            return [(UNKNOWN, path)]
+        if name in _bound_in(try_statement, "body"):
+            return ((UNKNOWN, path),)
         return _before(name, try_statement, path)
     if isinstance(parent, nodes.Try):
-        if any(s is statement for s in parent.orelse):
-            found = _search_block(name, parent.body, path)
+        if fields == ("orelse",):
+            found = _scan(name, parent, ("body",), len(parent.body), path)
             results = [(d, p) for d, p in found if d is not _NOT_FOUND]
             for _, remaining in (item for item in found if item[0] is _NOT_FOUND):
                 results.extend(_before(name, parent, remaining))
-            return results
-        if any(s is statement for s in parent.finalbody) and (
-            name in _bound_in_block(parent.body) or any(name in bound_names(h) for h in parent.handlers)
+            return tuple(results)
+        if fields == ("finalbody",) and (
+            name in _bound_in(parent, "body") or any(name in bound_names(h) for h in parent.handlers)
         ):
-            return [(UNKNOWN, path)]
+            return ((UNKNOWN, path),)
         return _before(name, parent, path)
     if isinstance(parent, nodes.With):
         return _before(name, parent, path)
-    return [(UNKNOWN, path)]
+    return ((UNKNOWN, path),)
 
 
 def terminates(block: list[nodes.NodeNG]) -> bool:
@@ -367,10 +459,6 @@ def _walk_bindings(statement: nodes.NodeNG) -> Iterator[str]:
         if isinstance(node, (nodes.AssignName, nodes.AssignAttr)) and target_name(node) is not None:
             yield target_name(node)
         stack.extend(child for child in node.get_children() if not isinstance(child, _SCOPES))
-
-
-def _bound_in_block(block: list[nodes.NodeNG]) -> frozenset[str]:
-    return frozenset().union(*(bound_names(s) for s in block)) if block else frozenset()
 
 
 def _names_in(target: nodes.NodeNG) -> frozenset[str]:

@@ -24,7 +24,10 @@ class _Preorder:
     """``ends[i]``: one past the last node of ``nodes[i]``'s subtree."""
     at: dict[int, int]
     """``id(node)`` -> its position (the list holds the nodes, so their ids stay theirs)."""
-    in_module: dict[_Classes, list[nodes.NodeNG]] = field(default_factory=dict)
+    found: dict[tuple[int, _Classes, _Classes | None], list[nodes.NodeNG]] = field(default_factory=dict)
+    """Answers given: (position, classes, skip) -> the nodes. The rules ask the same frame the same question
+    once per call site in it, and a frame of n calls must not cost n walks of it."""
+    named: dict[tuple[int, _Classes], dict[str, list[nodes.NodeNG]]] = field(default_factory=dict)
 
 
 _PREORDER: dict[nodes.Module, _Preorder] = tree_cache()
@@ -51,7 +54,7 @@ def _preorder(module: nodes.Module) -> _Preorder:
 
 def nodes_of(node: nodes.NodeNG, classes: _Classes, skip: _Classes | None = None) -> list[nodes.NodeNG]:
     """``list(node.nodes_of_class(classes, skip))``: the nodes of ``classes`` at or below ``node``, not
-    entering (nor counting) nodes of ``skip`` below it."""
+    entering (nor counting) nodes of ``skip`` below it. The list is shared: do not change it."""
     module = node.root()
     if not isinstance(module, nodes.Module):
         return list(node.nodes_of_class(classes, skip))
@@ -59,12 +62,32 @@ def nodes_of(node: nodes.NodeNG, classes: _Classes, skip: _Classes | None = None
     start = index.at.get(id(node))
     if start is None or index.nodes[start] is not node:
         return list(node.nodes_of_class(classes, skip))
+    key = (start, classes, skip)
+    if key not in index.found:
+        index.found[key] = _collect(index, start, classes, skip)
+    return index.found[key]
+
+
+def nodes_named(node: nodes.NodeNG, classes: _Classes, name: str) -> list[nodes.NodeNG]:
+    """The nodes of ``nodes_of(node, classes)`` whose ``name`` is ``name`` (``Name``, ``AssignName``...), in
+    that order, from one index per node and classes."""
+    module = node.root()
+    start = _preorder(module).at.get(id(node)) if isinstance(module, nodes.Module) else None
+    if start is None or _preorder(module).nodes[start] is not node:
+        return [n for n in nodes_of(node, classes) if n.name == name]
+    named = _preorder(module).named
+    if (start, classes) not in named:
+        by_name: dict[str, list[nodes.NodeNG]] = {}
+        for found in nodes_of(node, classes):
+            by_name.setdefault(found.name, []).append(found)
+        named[(start, classes)] = by_name
+    return named[(start, classes)].get(name, [])
+
+
+def _collect(index: _Preorder, start: int, classes: _Classes, skip: _Classes | None) -> list[nodes.NodeNG]:
     if skip is None:
-        if start == 0:
-            if classes not in index.in_module:
-                index.in_module[classes] = [n for n in index.nodes if isinstance(n, classes)]
-            return index.in_module[classes]
         return [n for n in index.nodes[start:index.ends[start]] if isinstance(n, classes)]
+    node = index.nodes[start]
     found = [node] if isinstance(node, classes) else []
     position, end = start + 1, index.ends[start]
     while position < end:

@@ -21,7 +21,7 @@ from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.query_length import SEVERAL, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.analysis.shape_tests import computes_no_numbers
-from kvlint.analysis.walk import nodes_of
+from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import (
     IFA,
     IN_PLACE_FORM,
@@ -153,7 +153,7 @@ def check_block_size_invalid(site: CallSite) -> Iterator[Issue]:
 
 
 def _never_read(name: str, frame: nodes.NodeNG) -> bool:
-    return not any(use.name == name for use in nodes_of(frame, nodes.Name))
+    return not nodes_named(frame, nodes.Name, name)
 
 
 def check_scatter_result_discarded(site: CallSite) -> Iterator[Issue]:

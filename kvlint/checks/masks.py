@@ -23,7 +23,7 @@ from kvlint.analysis.intent import CausalEvidence, causal_evidence, parameter_ev
 from kvlint.analysis.names import enclosing_class, is_self, qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
-from kvlint.analysis.walk import nodes_of
+from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.signature import misspelled_mask
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
@@ -282,7 +282,7 @@ def documented_unused(function: nodes.FunctionDef, name: str) -> bool:
 
 def _reads(function: nodes.FunctionDef, name: str) -> bool:
     """The function body reads the name (nested functions included) or deletes it on purpose (``del mask``)."""
-    return any(node.name == name for node in nodes_of(function, (nodes.Name, nodes.DelName)))
+    return bool(nodes_named(function, (nodes.Name, nodes.DelName), name))
 
 
 def _callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:

@@ -20,6 +20,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProv
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
+from kvlint.analysis.walk import nodes_named
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.checks.engine import build_tree
 
@@ -69,6 +70,11 @@ class Planner:
         self._scopes = None
         self._qualified = None
         self._astroid: nodes.Module | None = None
+        self._site_list: list[tuple[CallSite, bool]] | None = None
+        self._by_anchor: dict[Position, list[tuple[CallSite, str, nodes.NodeNG]]] | None = None
+        self._by_callee: dict[Position, list[tuple[CallSite, bool]]] | None = None
+        self._assignments: dict[int, cst.Assign] | None = None
+        self._module_imports: list[str] | None = None
         self.edits: dict[int, Edit] = {}
         self.add_torch_npu_import = False
 
@@ -87,11 +93,35 @@ class Planner:
             self._astroid = build_tree(self.source, self.path)
         return self._astroid
 
-    def _sites(self):
-        for call in self._module().nodes_of_class(nodes.Call):
-            found = call_site(call, self.wrappers)
-            if found is not None:
-                yield found
+    def _sites(self) -> list[tuple[CallSite, bool]]:
+        """Every operator call site of the module, resolved once (a file of n findings must not resolve its
+        n call sites n times)."""
+        if self._site_list is None:
+            self._site_list = []
+            for call in self._module().nodes_of_class(nodes.Call):
+                found = call_site(call, self.wrappers)
+                if found is not None:
+                    self._site_list.append(found)
+        return self._site_list
+
+    def _keywords_at(self, where: Position) -> list[tuple[CallSite, str, nodes.NodeNG]]:
+        """The keywords of the non-alias call sites whose anchor is at ``where``, in the module's order."""
+        if self._by_anchor is None:
+            self._by_anchor = defaultdict(list)
+            for site, alias in self._sites():
+                if not alias:
+                    for keyword, argument in site.keywords.items():
+                        anchor = argument.anchor
+                        self._by_anchor[(anchor.lineno, anchor.col_offset)].append((site, keyword, anchor))
+        return self._by_anchor.get(where, [])
+
+    def _sites_called_at(self, where: Position) -> list[tuple[CallSite, bool]]:
+        """The call sites whose callee starts at ``where``."""
+        if self._by_callee is None:
+            self._by_callee = defaultdict(list)
+            for site, alias in self._sites():
+                self._by_callee[(site.call.func.lineno, site.call.func.col_offset)].append((site, alias))
+        return self._by_callee.get(where, [])
 
     def _edit(self, node: cst.CSTNode, edit: Edit) -> Declined:
         if id(node) in self.edits:
@@ -102,13 +132,8 @@ class Planner:
     # --- KVL102: keyword renames -----------------------------------------------------------------------
 
     def plan_rename(self, finding: Finding, start: Position, end: Position) -> Declined:
-        for site, alias in self._sites():
-            if alias:
-                continue
-            for keyword, argument in site.keywords.items():
-                anchor = argument.anchor
-                if (anchor.lineno, anchor.col_offset) == (finding.line, finding.column):
-                    return self._rename(site, keyword, anchor, start)
+        for site, keyword, anchor in self._keywords_at((finding.line, finding.column)):
+            return self._rename(site, keyword, anchor, start)
         return _NOT_FOUND
 
     def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> Declined:
@@ -157,9 +182,7 @@ class Planner:
     @staticmethod
     def _only_unpacked_here(name: nodes.Name, call: nodes.Call) -> bool:
         unpacked = 0
-        for use in call.frame().nodes_of_class(nodes.Name):
-            if use.name != name.name:
-                continue
+        for use in nodes_named(call.frame(), nodes.Name, name.name):
             parent = use.parent
             if isinstance(parent, nodes.Keyword) and parent.arg is None:
                 unpacked += 1
@@ -175,9 +198,9 @@ class Planner:
     # --- KVL112: torch.<op> -> torch_npu.<op> ----------------------------------------------------------
 
     def plan_alias(self, finding: Finding, start: Position, end: Position) -> Declined:
-        for site, alias in self._sites():
+        for site, alias in self._sites_called_at((finding.line, finding.column)):
             func = site.call.func
-            if not alias or (func.lineno, func.col_offset) != (finding.line, finding.column):
+            if not alias:
                 continue
             if not isinstance(func, nodes.Attribute):
                 return (f"the callee '{func.as_string()}' is a name bound elsewhere; point that binding at "
@@ -209,11 +232,12 @@ class Planner:
         """The name bound to the torch_npu module where ``call`` is (an import to add: "torch_npu"), or None
         when ``torch_npu`` means something else there."""
         module = self._module()
-        candidates = []
-        for node in module.nodes_of_class(nodes.Import):
-            if node.scope() is module:
-                candidates += [alias or name for name, alias in node.names if name == "torch_npu"]
-        for candidate in candidates:
+        if self._module_imports is None:
+            self._module_imports = []
+            for node in module.nodes_of_class(nodes.Import):
+                if node.scope() is module:
+                    self._module_imports += [alias or name for name, alias in node.names if name == "torch_npu"]
+        for candidate in self._module_imports:
             bindings = self._bindings(call, candidate)
             if bindings and all(
                 isinstance(b, nodes.Import) and any(n == "torch_npu" and (a or n) == candidate for n, a in b.names)
@@ -264,11 +288,14 @@ class Planner:
         if len(assignments) != 1 or len(accesses) != 1 or accesses[0].node is not name:
             return None, (f"'{name.value}' is assigned more than once or read elsewhere, so changing its dtype "
                           "could change other uses")
-        finder = _AssignFinder(assignments[0].node)
-        self.tree.visit(finder)
-        if not finder.found:
+        if self._assignments is None:
+            finder = _AssignFinder()
+            self.tree.visit(finder)
+            self._assignments = finder.by_target
+        assignment = self._assignments.get(id(assignments[0].node))
+        if assignment is None:
             return None, f"'{name.value}' is not set by a plain assignment (a parameter, a loop or a with target)"
-        return finder.found[0].value, None
+        return assignment.value, None
 
     def _fix_dtype(self, expression: cst.BaseExpression) -> Declined:
         while (isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute)
@@ -315,14 +342,15 @@ class Planner:
 
 
 class _AssignFinder(cst.CSTVisitor):
-    def __init__(self, target: cst.CSTNode) -> None:
+    """The plain assignments of the module (one target), by ``id`` of their target node, first one kept."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.target = target
-        self.found: list[cst.Assign] = []
+        self.by_target: dict[int, cst.Assign] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) == 1 and node.targets[0].target is self.target:
-            self.found.append(node)
+        if len(node.targets) == 1:
+            self.by_target.setdefault(id(node.targets[0].target), node)
 
 
 def _append_dtype(call: cst.Call, torch_name: str) -> cst.Call:
