@@ -363,4 +363,3 @@ def _print_notes(results: list[FileResult], declined: dict[Finding, str], lines:
     if skipped:
         print(f"kvlint: warning: incomplete results: {skipped} of {len(results)} file(s) not analysed (named above)",
               file=sys.stderr)
-
