@@ -308,8 +308,9 @@ def _report(args: argparse.Namespace, results: list[FileResult], keep, settings:
     if not args.fix:
         fixable = _fixable(findings, results, keep, settings, sources, args.format)
     errors = [r.error for r in results if r.error]
+    skipped = [(r.path, r.skipped) for r in results if r.skipped]
     try:
-        report_text = render(args.format, findings, errors, lines, fixable)
+        report_text = render(args.format, findings, errors, lines, fixable, skipped)
         if stdin_fix:
             sys.stderr.write(report_text)
         else:
@@ -347,11 +348,18 @@ def _fixable(findings: list[Finding], results: list[FileResult], keep, settings:
 
 
 def _print_notes(results: list[FileResult], declined: dict[Finding, str], lines: SourceLines) -> None:
-    """Warnings of the files, then, for each finding of a fixable rule that ``--fix`` left, why."""
+    """Warnings of the files (a file read but not analysed first), then, for each finding of a fixable rule
+    that ``--fix`` left, why; last, when files were not analysed, that the results are incomplete."""
     for result in results:
+        if result.skipped:
+            print(f"kvlint: warning: {result.skipped}", file=sys.stderr)
         for warning in result.warnings:
             print(f"kvlint: warning: {warning}", file=sys.stderr)
     for finding, why in sorted(declined.items()):
         shown = in_characters(finding, lines)
         print(f"kvlint: note: {shown.path}:{shown.line}:{shown.column + 1}: {finding.code} was not fixed: {why}",
+              file=sys.stderr)
+    skipped = sum(1 for result in results if result.skipped)
+    if skipped:
+        print(f"kvlint: warning: incomplete results: {skipped} of {len(results)} file(s) not analysed (named above)",
               file=sys.stderr)

@@ -12,6 +12,11 @@ with ``--disable-noqa``. A ``# kvlint:`` comment naming no rule is a warning on 
 
 Columns are flake8's: plugins report the parser's column, which counts UTF-8 bytes (the kvlint command
 counts characters).
+
+flake8 runs every installed plugin on every file, whatever the selection, and only then drops the messages the
+user did not select. When flake8's selection (``select``, ``extend-select``, ``ignore``, ``extend-ignore``,
+``enable-extensions``, from the command line or the configuration) reports no KVL code, as in
+``flake8 --select E9``, the plugin analyses nothing, and does not even import the engine (astroid).
 """
 
 from __future__ import annotations
@@ -23,10 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from kvlint import __version__
 from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
-from kvlint.checks.engine import Unanalysable, lint_source
+from kvlint.catalogue.rules import STATIC_RULES
 from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
-from kvlint.frontends.heap import freeze_astroid_bootstrap
-from kvlint.frontends.suppression import read_suppressions, warn_about
 
 
 def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str], object]:
@@ -43,11 +46,24 @@ def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str]
     return convert
 
 
+def reports_any_kvlint_code(options: argparse.Namespace) -> bool:
+    """Whether flake8, with these options, would report any code the plugin gives, as flake8's own
+    ``DecisionEngine`` decides (its rules changed between flake8 3 and 6; the engine has the same interface in
+    every version kvlint supports). Per-file-ignores can only take codes away, so a file they cover may still
+    be analysed for nothing; no KVL finding is ever lost."""
+    from flake8.style_guide import Decision, DecisionEngine
+
+    decide = DecisionEngine(options).decision_for
+    return any(decide(rule.code) is Decision.Selected for rule in STATIC_RULES)
+
+
 class Plugin:
     name = "kvlint"
     version = __version__
     settings: Settings = DEFAULT_SETTINGS
     honour_noqa = True
+    analyses = True
+    """False when flake8's selection reports no KVL code: ``run`` then does nothing."""
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
         self.lines = lines
@@ -75,8 +91,17 @@ class Plugin:
             extra_fa_wrappers=dict(wrappers) if not isinstance(wrappers, str) else parse_wrappers(wrappers, ""),
         )
         cls.honour_noqa = not getattr(options, "disable_noqa", False)
+        cls.analyses = reports_any_kvlint_code(options)
+        if cls.analyses:  # imported here, before flake8 starts its workers, so that they share it
+            import kvlint.checks.engine  # noqa: F401
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        if not self.analyses:
+            return
+        from kvlint.checks.engine import Unanalysable, lint_source
+        from kvlint.frontends.heap import freeze_astroid_bootstrap
+        from kvlint.frontends.suppression import read_suppressions, warn_about
+
         source = "".join(self.lines)
         try:
             findings = lint_source(source, self.filename, self.settings)

@@ -7,6 +7,11 @@ CLI and by the pylint reporter (``kvlint.reporters.SarifReporter``), so both giv
 Columns: findings carry the parser's columns, which count UTF-8 bytes (as pylint and flake8 report them).
 Every CLI format counts characters (code points) instead, 1-based, as editors and SARIF's
 ``unicodeCodePoints`` do, so ``s = "注意力"; ...`` does not shift a finding by two columns per character.
+
+A file kvlint read but did not analyse (``skipped``: (path, why) pairs) makes the results partial. The formats
+that have a place for it say so in the report: ``github`` annotates the file with a warning, ``sarif`` marks the
+run's invocation unsuccessful with a notification naming the file. ``text`` and ``json`` have none (the json
+array holds findings only); the command says it on standard error for every format.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
 FIXABLE_MARK = "[*]"
 """Marks a text finding that ``kvlint --fix`` would fix, as ruff does."""
+SKIPPED_TITLE = "kvlint did not analyse this file"
 
 
 def one_line(text: str) -> str:
@@ -74,8 +80,14 @@ def format_github(finding: Finding) -> str:
     return f"::{level} {','.join(props)}::{_escape_data(f'{finding.message} [{finding.symbol}]')}"
 
 
-def render_github(findings: Iterable[Finding]) -> str:
-    return "".join(format_github(f) + "\n" for f in findings)
+def format_github_skipped(path: str, why: str) -> str:
+    """A warning annotation on a file kvlint did not analyse (no line: GitHub shows it on the file)."""
+    return f"::warning file={_escape_property(path)},title={_escape_property(SKIPPED_TITLE)}::{_escape_data(why)}"
+
+
+def render_github(findings: Iterable[Finding], skipped: Sequence[tuple[str, str]] = ()) -> str:
+    return "".join(format_github(f) + "\n" for f in findings) + "".join(
+        format_github_skipped(path, why) + "\n" for path, why in skipped)
 
 
 # --- SARIF 2.1.0 ------------------------------------------------------------------------------------------
@@ -194,6 +206,9 @@ class SarifLog:
     extra_rules: list[RuleDescriptor] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
     notifications: list[str] = field(default_factory=list)
+    """Errors: files that could not be read or analysed."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(path, why) of the files read but not analysed: the run is incomplete, each a warning notification."""
     _lines: SourceLines = field(default_factory=SourceLines)
     _seen: Counter = field(default_factory=Counter)
 
@@ -204,17 +219,19 @@ class SarifLog:
             self._descriptors = [kvlint_descriptor(r) for r in STATIC_RULES] + self.extra_rules
         return self._descriptors
 
+    def _artifact_location(self, path: str) -> dict:
+        uri, relative = artifact_uri(path, self.root)
+        return {"uri": uri, "uriBaseId": SRCROOT} if relative else {"uri": uri}
+
     def add(self, path: str, line: int, column: int, end_line: int, end_column: int, code: str,
             message: str, level: str) -> None:
-        uri, relative = artifact_uri(path, self.root)
+        location = self._artifact_location(path)
+        uri = location["uri"]
         start_text = self._lines.line(path, line)
         end_text = start_text if end_line == line else self._lines.line(path, end_line)
         key = (uri, code, (start_text or "").strip())
         self._seen[key] += 1
         digest = hashlib.sha256("\0".join(key[1:]).encode("utf-8")).hexdigest()[:16]
-        location: dict = {"uri": uri}
-        if relative:
-            location["uriBaseId"] = SRCROOT
         self.results.append({
             "ruleId": code,
             "ruleIndex": self._rule_index(code),
@@ -240,12 +257,16 @@ class SarifLog:
     def _rule_index(self, code: str) -> int:
         return next(i for i, descriptor in enumerate(self.descriptors()) if descriptor.id == code)
 
+    def _skipped_notification(self, path: str, why: str) -> dict:
+        return {"level": "warning", "message": {"text": why},
+                "locations": [{"physicalLocation": {"artifactLocation": self._artifact_location(path)}}]}
+
     def to_dict(self) -> dict:
-        invocation: dict = {"executionSuccessful": not self.notifications}
-        if self.notifications:
-            invocation["toolExecutionNotifications"] = [
-                {"level": "error", "message": {"text": text}} for text in self.notifications
-            ]
+        invocation: dict = {"executionSuccessful": not self.notifications and not self.skipped}
+        notifications = [{"level": "error", "message": {"text": text}} for text in self.notifications]
+        notifications += [self._skipped_notification(path, why) for path, why in self.skipped]
+        if notifications:
+            invocation["toolExecutionNotifications"] = notifications
         driver: dict = {"name": "kvlint", "version": __version__, "semanticVersion": __version__}
         home = home_url()
         if home:
@@ -268,28 +289,30 @@ class SarifLog:
 
 
 def render_sarif(findings: Iterable[Finding], errors: Sequence[str] = (), root: Path | None = None,
-                 lines: SourceLines | None = None) -> str:
+                 lines: SourceLines | None = None, skipped: Sequence[tuple[str, str]] = ()) -> str:
     log = SarifLog(root=root or repository_root(), _lines=lines or SourceLines())
     for finding in findings:
         log.add_finding(finding)
     log.notifications.extend(errors)
+    log.skipped.extend(skipped)
     return log.render()
 
 
 def render(fmt: str, findings: Sequence[Finding], errors: Sequence[str] = (), lines: SourceLines | None = None,
-           fixable: Collection[Finding] = ()) -> str:
+           fixable: Collection[Finding] = (), skipped: Sequence[tuple[str, str]] = ()) -> str:
     """The report in ``fmt``. ``lines`` reads the linted files' lines for the character columns (pre-filled for
-    text that is not a file); ``fixable``: the findings ``--fix`` would fix."""
+    text that is not a file); ``fixable``: the findings ``--fix`` would fix; ``skipped``: (path, why) of the
+    files read but not analysed."""
     lines = lines or SourceLines()
     if fmt == "sarif":
-        return render_sarif(findings, errors, lines=lines)
+        return render_sarif(findings, errors, lines=lines, skipped=skipped)
     fixable = set(fixable)
     shown = [in_characters(f, lines) for f in findings]
     marked = {character for character, finding in zip(shown, findings) if finding in fixable}
     if fmt == "json":
         return render_json(shown, marked)
     if fmt == "github":
-        return render_github(shown)
+        return render_github(shown, skipped)
     return render_text(shown, marked)
 
 

@@ -37,6 +37,9 @@ class FileResult:
     """A message naming the file when it could not be read or analysed."""
     warnings: list[str] = field(default_factory=list)
     """Messages naming the file and line of suppression comments that name no kvlint rule."""
+    skipped: str | None = None
+    """A message naming the file and why, when kvlint read it but did not analyse it: the run's results do not
+    cover it (each output format says so)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,7 @@ def lint_bytes(raw: bytes, path: str, settings: Settings = DEFAULT_SETTINGS) -> 
     try:
         return lint_text(source, path, settings), source
     except Unanalysable as skipped:
-        return FileResult(path, warnings=[str(skipped)]), source
+        return FileResult(path, skipped=str(skipped)), source
     except Exception as error:  # noqa: BLE001 - an internal error is reported, never a traceback
         return FileResult(path, error=f"{path}: internal error: {type(error).__name__}: {error}"), source
 
@@ -197,7 +200,7 @@ def lint_file(path: str, settings: Settings = DEFAULT_SETTINGS) -> FileResult:
     try:
         return lint_text(source, path, settings)
     except Unanalysable as skipped:
-        return FileResult(path, warnings=[str(skipped)])
+        return FileResult(path, skipped=str(skipped))
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         return FileResult(path, error=f"{path}: internal error: {type(error).__name__}: {error}")
 
