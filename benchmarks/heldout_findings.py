@@ -10,8 +10,9 @@ the manifest first. ``--run`` runs ``kvlint --isolated --format json`` once per 
 findings to ``DIR/<owner>+<name>.findings.json``; without it the findings already there are read. Then every
 finding is joined with its verdict (a finding without one is listed as unjudged) and the figures are printed:
 findings, true / false / debatable, false findings per 10k lines of the recorded files, recall against the
-labels within the rules' scope (a label counts as found when a finding judged true names it), and the defects
-reported more than once (a verdict's ``same_defect_as`` names the finding whose defect it repeats).
+labels within the rules' scope (a label counts as found when a finding judged true, or debatable because no
+caller reaches the wrong result, names it; also over the labels not known to be unreached), and the findings
+that repeat another finding's defect (a verdict's ``same_defect_as`` names that finding).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def main() -> None:
             if verdict.get("same_defect_as"):
                 doubles.append((key, verdict["same_defect_as"]))
             for index in verdict.get("labels", []):
-                if verdict["verdict"] == "true":
+                if verdict["verdict"] in ("true", "debatable"):
                     found.add(index)
     in_scope = [i for i, label in enumerate(labels) if label["in_scope"]]
     print(f"files: {sum(len(r['paths']) for r in repositories)}, lines: {lines}")
@@ -99,6 +100,8 @@ def main() -> None:
           f"debatable {counts['debatable']}, unjudged {len(unjudged)})")
     print(f"false per 10k lines: {counts['false'] / lines * 10_000:.2f}")
     print(f"recall: {len(found & set(in_scope))} of {len(in_scope)} labelled mistakes within scope")
+    reachable = [i for i in in_scope if labels[i]["reached"] != "no"]
+    print(f"recall on the labels a caller may reach: {len(found & set(reachable))} of {len(reachable)}")
     for index in in_scope:
         if index not in found:
             label = labels[index]
