@@ -18,6 +18,7 @@ from kvlint.catalogue.operators import (
 )
 from kvlint.catalogue.rules import RULES, STATIC_RULES
 from kvlint.catalogue.schemas import ATB_SCHEMAS, SCHEMAS
+from kvlint.checks.engine import lint_source
 
 REQUIRED = [
     ("npu_fused_infer_attention_score", "default"), ("npu_fused_infer_attention_score", "out"),
@@ -27,6 +28,9 @@ REQUIRED = [
     ("npu_scatter_nd_update", "default"), ("npu_scatter_nd_update_", "default"),
     ("npu_kv_rmsnorm_rope_cache", "default"), ("npu_kv_rmsnorm_rope_cache_v2", "default"),
     ("npu_kv_rmsnorm_rope_cache_v2_functional", "default"), ("npu_scatter_pa_kv_cache", "default"),
+    ("npu_fusion_attention_grad", "default"), ("npu_fusion_attention_grad_v2", "default"),
+    ("npu_fusion_attention_v3", "default"), ("npu_fusion_attention_grad_v3", "default"),
+    ("_npu_flash_attention_qlens", "default"),
 ]
 
 
@@ -128,3 +132,14 @@ def test_atb_optional_types_are_read_like_the_dispatcher_reads_them() -> None:
 def test_an_operator_with_a_single_named_overload_is_called_through_it() -> None:
     assert OPERATORS["npu_scatter_pa_cache"].qualified == "npu_scatter_pa_cache.value"
     assert OPERATORS["npu_scatter_pa_cache"].param("key_cache").required
+
+
+def test_training_attention_calls_are_checked_against_their_schemas() -> None:
+    """The backward kernels that training code calls directly: a misspelled keyword is KVL101, as for the forward."""
+    source = ("import torch_npu\n"
+              "dq = torch_npu.npu_fusion_attention_grad(q, k, v, dy, 8, 'BNSD', scale=0.1, keep_prob=1.0)\n"
+              "ok = torch_npu.npu_fusion_attention_grad(q, k, v, dy, 8, 'BNSD', scale_value=0.1)\n")
+    found = [(f.line, f.code, f.message) for f in lint_source(source, "train.py")]
+    assert [(line, code) for line, code, _ in found] == [(2, "KVL101")]
+    assert "did you mean 'scale_value'?" in found[0][2]
+    assert OPERATORS["_npu_flash_attention_qlens"].namespace == "atb"

@@ -31,7 +31,16 @@ from kvlint.analysis.facts import (
 from kvlint.analysis.flow import Path, condition
 from kvlint.analysis.follow import lookup, returned, self_attribute, tuple_item
 from kvlint.analysis.names import called_function, is_self, qualified_name
-from kvlint.analysis.tensor_semantics import FINFO, combine, indexed, invert, tensor_method, torch_function
+from kvlint.analysis.tensor_semantics import (
+    FINFO,
+    combine,
+    einops_rearrange,
+    einops_repeat,
+    indexed,
+    invert,
+    tensor_method,
+    torch_function,
+)
 
 _FLOAT_CONSTANTS = {"math.inf": math.inf, "torch.inf": math.inf, "numpy.inf": math.inf, "math.nan": math.nan}
 _FLOAT32_MIN = -3.4028234663852886e38
@@ -145,6 +154,10 @@ def _call(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
         return [Alt(UNKNOWN_VALUE.with_traits({CUMULATIVE}), path)]
     if is_torch_function(qualname):
         return torch_function(qualname, call, path, context)
+    if qualname == "einops.repeat":
+        return einops_repeat(call, path, context)
+    if qualname == "einops.rearrange":
+        return einops_rearrange(call, path, context)
     if isinstance(call.func, nodes.Name) and call.func.name == "float" and len(call.args) == 1:
         text = call.args[0].value if isinstance(call.args[0], nodes.Const) else None
         if isinstance(text, str) and text.strip().lower() in ("inf", "-inf", "+inf", "infinity", "-infinity"):

@@ -24,6 +24,15 @@ TRIL = "tril"
 """Built by ``torch.tril`` and not inverted since: True/1 on the lower triangle."""
 ADDITIVE = "additive"
 """Holds ``-inf`` / ``finfo.min`` (or another large negative) to be added to the scores."""
+RESHAPED = "reshaped"
+"""Given its rank by ``view`` / ``reshape`` with explicit sizes: the rank is the code's own statement."""
+TOP_LEFT = "top-left"
+"""A causal mask aligned top-left over a rectangular (Q_S, KV_S) shape: ``torch.triu(ones(q_len, kv_len),
+diagonal=1)`` or ``~torch.tril(ones(q_len, kv_len))``; ``origin`` is the triangle."""
+ADDITIVE_CAST = "additive-cast"
+"""An additive mask converted to an integer dtype (``.to(torch.int8)``): ``-inf`` and ``finfo.min`` have no
+integer value (undefined in C++; torch on x86 gives 0, "not masked"). ``origin`` is the cast."""
+INTEGER_DTYPES = frozenset({"int8", "uint8", "int16", "int32", "int64"})
 CACHE = "cache"
 """Named like a KV cache, or taken from one (``past_key_value[0]``, ``k_cache[:, :n]``)."""
 CACHE_NAME = re.compile(r"(^|_)(past|cache|cached|caches|kvcache)(_|$)", re.IGNORECASE)

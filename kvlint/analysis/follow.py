@@ -34,6 +34,10 @@ def lookup(name: str, use: nodes.NodeNG, path: Path, context: Context) -> list[A
     """The values ``name`` has at ``use``: those its reaching definitions give it, each on its path."""
     scope, _ = use.scope().lookup(name)
     if isinstance(scope, (nodes.Lambda, nodes.ComprehensionScope)):
+        bound = context.binding(scope) if isinstance(scope, nodes.ComprehensionScope) else None
+        if bound is not None and name in bound:
+            expr, outer = bound[name]
+            return values(expr, path, outer)
         return [Alt(UNKNOWN_VALUE, path)]
     alts: list[Alt] = []
     reaching = reaching_definitions(name, use, path)
@@ -189,12 +193,33 @@ def _target_indices(binding: nodes.AssignName, statement: nodes.NodeNG) -> tuple
 def _unpacked(expr: nodes.NodeNG, indices: tuple[int, ...], path: Path, context: Context) -> list[Alt]:
     if not indices:
         return values(expr, path, context)
+    if isinstance(expr, nodes.ListComp):
+        return _comprehension_item(expr, indices, path, context)
     if isinstance(expr, (nodes.Tuple, nodes.List)):
         if any(isinstance(e, nodes.Starred) for e in expr.elts) or indices[0] >= len(expr.elts):
             return [Alt(UNKNOWN_VALUE, path)]
         return _unpacked(expr.elts[indices[0]], indices[1:], path, context)
     alts = values(expr, path, context)
     for index in indices:
+        alts = [picked for alt in alts for picked in tuple_item(alt, index)]
+    return alts
+
+
+def _comprehension_item(expr: nodes.ListComp, indices: tuple[int, ...], path: Path, context: Context) -> list[Alt]:
+    """Item ``i`` of ``[f(x) for x in (a, b, c)]``: ``f`` applied to the i-th element of the literal tuple
+    (``q, k, v = [rearrange(t, ...) for t in (q, k, v)]``); anything else is unknown."""
+    if len(expr.generators) != 1:
+        return [Alt(UNKNOWN_VALUE, path)]
+    generator = expr.generators[0]
+    items = generator.iter
+    if (generator.ifs or not isinstance(generator.target, nodes.AssignName)
+            or not isinstance(items, (nodes.Tuple, nodes.List)) or indices[0] >= len(items.elts)
+            or any(isinstance(e, nodes.Starred) for e in items.elts)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    bound = {generator.target.name: (items.elts[indices[0]], context)}
+    inner = replace(context, bindings=context.bindings + ((expr, bound),))
+    alts = values(expr.elt, path, inner)
+    for index in indices[1:]:
         alts = [picked for alt in alts for picked in tuple_item(alt, index)]
     return alts
 
@@ -282,8 +307,10 @@ def self_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[
 
 def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> list[Alt]:
     """``self.x`` as the class sets it: its assignments in any method, ``register_buffer``, a class
-    constant or a property's returns. A None the class assigns is a placeholder: the value comes from
-    another assignment, or from outside the class (unknown)."""
+    constant or a property's returns. Every assignment that can leave its method counts, in the order the
+    class performs them (``__init__``, then the methods that set it); one a later statement of the same
+    method overwrites on every path does not (``self.mask = ~self.mask``). A None the class assigns is a
+    placeholder: the value comes from another assignment, or from outside the class (unknown)."""
     cls = enclosing_class(node)
     if cls is None:
         return [Alt(UNKNOWN_VALUE, path)]
@@ -297,9 +324,53 @@ def _class_attribute(node: nodes.Attribute, path: Path, context: Context) -> lis
         return [Alt(UNKNOWN_VALUE, path)]
     if not assigned:
         return [Alt(UNKNOWN_VALUE, path)]
-    alts = [alt for expr in assigned for alt in values(expr, path, replace(context, bindings=()))]
+    live = [expr for expr in _in_class_order(cls, assigned) if not _overwritten(expr, node.attrname)]
+    alts = [alt for expr in live for alt in values(expr, path, replace(context, bindings=()))]
     not_none = [alt for alt in alts if not alt.value.is_none]
     return not_none or [Alt(UNKNOWN_VALUE, path)]
+
+
+def _in_class_order(cls: nodes.ClassDef, assigned: list[nodes.NodeNG | None]) -> list[nodes.NodeNG | None]:
+    """The assignments in the order the class performs them: ``__init__`` first, then the other methods."""
+    return sorted(assigned, key=lambda expr: expr is None or expr.frame().name != "__init__")
+
+
+def _overwritten(expr: nodes.NodeNG | None, attribute: str) -> bool:
+    """A later statement of the same method assigns ``self.<attribute>`` on every path after this assignment
+    (``self.mask = torch.tril(...)`` then ``self.mask = ~self.mask``): its value never leaves the method."""
+    if expr is None:
+        return False
+    method = expr.frame()
+    node = expr.statement()
+    while node is not None and node is not method:
+        parent = node.parent
+        block = next((getattr(parent, f) for f in ("body", "orelse", "handlers", "finalbody")
+                      if isinstance(getattr(parent, f, None), list) and any(s is node for s in getattr(parent, f))),
+                     None)
+        if block is None:
+            return False
+        for statement in block[next(i for i, s in enumerate(block) if s is node) + 1:]:
+            if _assigns_attribute(statement, attribute):
+                return True
+            if any(r.frame() is method for r in nodes_of(statement, nodes.Return)):
+                return False  # the method may return with this value first
+        if isinstance(parent, (nodes.For, nodes.While, nodes.ExceptHandler, nodes.Try)):
+            return False  # a loop may not run again, a handler or try body may be left early
+        node = parent
+    return False
+
+
+def _assigns_attribute(statement: nodes.NodeNG, attribute: str) -> bool:
+    """A plain ``self.<attribute> = ...`` statement (``register_buffer`` of the name too)."""
+    if isinstance(statement, (nodes.Assign, nodes.AnnAssign)) and statement.value is not None:
+        targets = statement.targets if isinstance(statement, nodes.Assign) else [statement.target]
+        return any(isinstance(t, nodes.AssignAttr) and t.attrname == attribute and is_self(t.expr) for t in targets)
+    if isinstance(statement, nodes.Expr) and isinstance(statement.value, nodes.Call):
+        call = statement.value
+        return (isinstance(call.func, nodes.Attribute) and call.func.attrname == "register_buffer"
+                and is_self(call.func.expr) and bool(call.args) and isinstance(call.args[0], nodes.Const)
+                and call.args[0].value == attribute)
+    return False
 
 
 def _annotation_only(binding: nodes.NodeNG) -> bool:

@@ -6,6 +6,7 @@ mask (TRIL), an additive ``-inf`` mask (ADDITIVE), a cache and a grown cache, re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -16,15 +17,19 @@ from kvlint.analysis.axes import swap, unsqueeze_plan
 from kvlint.analysis.context import MAX_DEPTH, MAX_HOPS, Context, values
 from kvlint.analysis.facts import (
     ADDITIVE,
+    ADDITIVE_CAST,
     CACHE,
     CAST_METHODS,
     CUMULATIVE,
     EXPANDED,
     FLOAT_DTYPES,
     GROWN_CACHE,
+    INTEGER_DTYPES,
     KV_REPEAT,
     META,
     NO_CONSTANT,
+    RESHAPED,
+    TOP_LEFT,
     TRIL,
     TYPED_TENSORS,
     UNKNOWN_VALUE,
@@ -274,11 +279,44 @@ def _masked_fill(receivers: list[Alt], fill_expr: nodes.NodeNG | None, context: 
     return alts
 
 
+def einops_repeat(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
+    """``einops.repeat(x, "b s h d -> b s (h g) d", g=groups)``: a pattern whose output groups an axis with one
+    the input lacks copies the axis (KV_REPEAT); anything else is not followed."""
+    pattern = call.args[1] if len(call.args) > 1 else keyword_argument(call, "pattern")
+    if not call.args or not (isinstance(pattern, nodes.Const) and isinstance(pattern.value, str)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    left, arrow, right = pattern.value.partition("->")
+    inputs = set(left.replace("(", " ").replace(")", " ").split())
+    if not arrow or not any(set(group.split()) - inputs for group in re.findall(r"\(([^)]*)\)", right)):
+        return [Alt(UNKNOWN_VALUE, path)]
+    return mapped(values(call.args[0], path, context),
+                  lambda v: replace(as_tensor(v).reshaped(None).with_traits({KV_REPEAT}), origin=call))
+
+
+def einops_rearrange(call: nodes.Call, path: Path, context: Context) -> list[Alt]:
+    """``einops.rearrange(x, pattern)`` moves axes: the tensor keeps its dtype and what it was built from (a KV
+    repeat, a cache); its shape is not followed."""
+    if not call.args:
+        return [Alt(UNKNOWN_VALUE, path)]
+    return mapped(values(call.args[0], path, context),
+                  lambda v: replace(tensor(v.dtype, traits=v.traits & {KV_REPEAT, CACHE, GROWN_CACHE}),
+                                    origin=v.origin))
+
+
 # Tensor methods ---------------------------------------------------------------------------------------
 
 
 def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context) -> list[Alt]:
-    """A tensor method applied to one alternative of its receiver."""
+    """A tensor method applied to one alternative of its receiver. A cast of an additive mask to an integer
+    dtype is marked ADDITIVE_CAST, with the cast as its origin."""
+    alts = _tensor_method(receiver, method, call, context)
+    if not receiver.value.has(ADDITIVE) or method not in (*CAST_METHODS, "to", "type"):
+        return alts
+    return [Alt(replace(alt.value.with_traits({ADDITIVE_CAST}), origin=call), alt.path)
+            if alt.value.tensor and alt.value.dtype in INTEGER_DTYPES else alt for alt in alts]
+
+
+def _tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context) -> list[Alt]:
     value, path = as_tensor(receiver.value), receiver.path
     args = call.args
     if method in CAST_METHODS and not args:
@@ -298,7 +336,8 @@ def tensor_method(receiver: Alt, method: str, call: nodes.Call, context: Context
     if method in ("view", "reshape", "flatten", "view_as", "reshape_as"):
         traits = {KV_REPEAT} if value.has(EXPANDED) else set()
         shape, axes = _reshaped(call, path, context) if method in ("view", "reshape") else (None, None)
-        return [Alt(value.reshaped(shape, axes).with_traits(traits, {EXPANDED}), path)]
+        traits |= {RESHAPED} if shape is not None and split(shape)[1] is not None else set()
+        return [Alt(value.reshaped(shape, axes).with_traits(traits, {EXPANDED, RESHAPED}), path)]
     if method == "unsqueeze":
         dim = _single_int(args[0], path, context) if len(args) == 1 else None
         rank = split(value.shape)[1]
@@ -447,10 +486,32 @@ def as_tensor(value: Value) -> Value:
 
 
 def triangular(value: Value, lower: bool, call: nodes.Call) -> Value:
-    """``tril`` (``lower``) or ``triu`` of a tensor."""
+    """``tril`` (``lower``) or ``triu`` of a tensor. Over a rectangular (Q_S, KV_S) shape with the diagonal
+    of a square causal mask (``triu`` 1, ``tril`` 0) the triangle is aligned top-left (TOP_LEFT)."""
     base = as_tensor(value)
     triangle = base.with_traits({TRIL}) if lower else base.with_traits(drop={TRIL})
+    triangle = triangle.with_traits(drop={TOP_LEFT})
+    if _diagonal(call) == (0 if lower else 1) and _rectangular(base.shape):
+        triangle = triangle.with_traits({TOP_LEFT})
     return replace(triangle, origin=call)
+
+
+def _diagonal(call: nodes.Call) -> object:
+    """The literal ``diagonal`` of a ``tril``/``triu`` call (0 when omitted), else None."""
+    method = isinstance(call.func, nodes.Attribute) and qualified_name(call.func) not in ("torch.tril", "torch.triu")
+    positional = call.args[0 if method else 1:]
+    expr = positional[0] if positional else keyword_argument(call, "diagonal")
+    if expr is None:
+        return 0
+    return expr.value if isinstance(expr, nodes.Const) and type(expr.value) is int else None
+
+
+def _rectangular(shape: tuple[Dim, ...] | None) -> bool:
+    """The last two sizes are known and differ (``(q_len, kv_len)``, ``(8, 40)``)."""
+    known, _ = split(shape)
+    if len(known) < 2 or known[-1] is None or known[-2] is None:
+        return False
+    return known[-1] != known[-2]
 
 
 def invert(value: Value, dtype: str | None = None) -> Value:

@@ -115,7 +115,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL101": RuleDoc(
         what="Reports a keyword argument that the resolved operator's schema does not have, and names the "
-             "closest valid keyword.",
+             "closest valid keyword. A mask passed under another library's name (`attention_mask=`, "
+             "`attn_mask=`, `mask=`) is named as `atten_mask`, and the message says the mask is therefore "
+             "dropped; the rules on a missing mask (KVL203, KVL207) do not report the same call again.",
         why="The operators are called through the PyTorch dispatcher, which rejects an unknown keyword "
             "with `RuntimeError: Unknown keyword argument ...`. The error comes at the first call, after "
             "the model weights have loaded, often minutes into a job.",
@@ -406,7 +408,10 @@ DOCS: dict[str, RuleDoc] = {
              "`B, N, S, D = q.shape`, or built by `x.view(bsz, q_len, num_heads, head_dim).transpose(1, 2)` "
              "(BNSD), passed with `input_layout=\"BSND\"`. The roles of the axes come from the names the code "
              "gives their sizes; `transpose` and `permute` are followed, so turning BNSD into BSND before a "
-             "BSND call is fine. Names that prove nothing (vision code's `B, N, C`) are not judged.",
+             "BSND call is fine. Names that prove nothing (vision code's `B, N, C`) are not judged. Also a "
+             "layout whose rank is not the query's on a path: the code packs the query to 3-D "
+             "(`q.reshape(T, N, D)`, `view`, `flatten`) and a branch still passes `\"BNSD\"` (or a 4-D query "
+             "meets `\"TND\"`); the call raises there.",
         why="The operator takes the layout's word for the axis order. With heads and sequence swapped the "
             "call raises on the head count, or, when the two sizes happen to agree, attends along the head "
             "axis: wrong numbers and no error.",
@@ -461,12 +466,17 @@ DOCS: dict[str, RuleDoc] = {
     "KVL201": RuleDoc(
         what="Reports a value reaching `atten_mask` of FIA, FIA v2, IFA or PFA whose dtype is known and is "
              "not bool, int8 or uint8 (float16, bfloat16, float32, int64, an additive `-inf` / `finfo.min` "
-             "mask); for `npu_fusion_attention`, anything but bool or uint8. The value is followed through "
+             "mask); for `npu_fusion_attention`, anything but bool or uint8. Also an additive mask converted "
+             "to an integer dtype (`(-65504 * torch.triu(...)).to(torch.int8)`, a `finfo(float32).min` mask "
+             "`.to(torch.uint8)`): the message points at the cast. The value is followed through "
              "assignments, attributes set in `__init__`, helpers and dtype-changing methods.",
         why="The fused operators take a boolean-style mask in which 1/True means \"masked out\". A float "
             "mask is either rejected at launch with an opaque aclnn error code (after the model loaded) or, "
             "where a framework converts it, loses its additive meaning: a 0/-inf mask passed as a bias "
-            "produced NaNs on long KV, and booleanizing a finite bias silently drops it.",
+            "produced NaNs on long KV, and booleanizing a finite bias silently drops it. Converting `-inf` "
+            "or `finfo(float32).min` to an integer is undefined in C++: torch on x86 gives 0, which means "
+            "\"not masked\", and -65504 becomes 32 only by accident of the wrap; `.bool()` or `mask < 0` "
+            "keeps the meaning (every non-zero is True).",
         bad=_HEADER + "def prefill(q, k, v, q_len, kv_len, head_dim):\n"
             "    mask = torch.zeros(1, 1, q_len, kv_len, dtype=torch.float16)\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
@@ -518,22 +528,31 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="Replacing the mask changes what the code allocates and caches; the fix is shown above.",
     ),
     "KVL203": RuleDoc(
-        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None. Not where the code "
-             "proves a query of length 1 (a `0:1` / `-1:` slice or a size of 1 on the layout's sequence axis, "
-             "or a branch on `max_query_len > 1` / `q_len == 1`): FIA and PFA without rope inputs ignore "
-             "`sparse_mode` then, and `npu_fusion_attention`'s full attention is what `sparse_mode=3` computes "
-             "for one query. Arguments travel together: a same-module caller's mask and causality flag "
-             "decide the callee's branches on them.",
+        what="Reports `sparse_mode` 1-4 on a path where `atten_mask` is absent or None and the code shows "
+             "causal intent on that path; the message names the evidence. Evidence is a causality flag true on "
+             "the path (a branch on `causal` / `is_causal` / `self.causal`, a same-module caller passing "
+             "`causal=True`, a default of True), a KV cache read at the call (a block table, keys named or "
+             "grown like a cache), the function writing the KV cache, or the same call also running decode "
+             "steps. A copied literal `sparse_mode` is not evidence: a bidirectional encoder (ViT, DiT) that "
+             "carries one and passes no mask gets the full attention it wants, and a mask that is None where "
+             "a causality flag is false (`mask = torch.triu(...) if causal else None`) is the full attention "
+             "the caller asked for. Not where the code proves a query of length 1 (a `0:1` / `-1:` slice or a "
+             "size of 1 on the layout's sequence axis, or a branch on `max_query_len > 1` / `q_len == 1`): FIA "
+             "and PFA without rope inputs ignore `sparse_mode` then, and `npu_fusion_attention`'s full "
+             "attention is what `sparse_mode=3` computes for one query. Arguments travel together: a "
+             "same-module caller's mask and causality flag decide the callee's branches on them. A mask "
+             "passed under another name (`attention_mask=`) is KVL101's finding, not this one.",
         why="FIA and PFA raise for prefill when the mask these modes require is missing; "
             "`npu_fusion_attention` silently ignores `sparse_mode` without a mask and computes full, "
-            "non-causal attention: every token sees the future.",
-        bad=_HEADER + "def prefill(q, k, v, head_dim):\n"
+            "non-causal attention: every token of a causal model sees the future.",
+        bad=_HEADER + "def prefill(q, k_cache, v_cache, head_dim):\n"
             "    return torch_npu.npu_fused_infer_attention_score(\n"
-            "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), sparse_mode=3\n    )\n",
-        good=_HEADER + "def prefill(q, k, v, head_dim):\n"
+            "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim), sparse_mode=3\n    )\n",
+        good=_HEADER + "def prefill(q, k_cache, v_cache, head_dim):\n"
              "    mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)\n"
              "    return torch_npu.npu_fused_infer_attention_score(\n"
-             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, sparse_mode=3\n    )\n",
+             "        q, k_cache, v_cache, num_heads=32, scale=1 / math.sqrt(head_dim), atten_mask=mask, "
+             "sparse_mode=3\n    )\n",
         references=(
             Reference("FIA-C22: modes 2, 3 and 4 require the 2048 x 2048 template", f"{FIA}#fia-c22"),
             Reference("FIA-T6: mode and mask mismatches", f"{FIA}#fia-t6"),
@@ -546,7 +565,9 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL204": RuleDoc(
         what="Reports a mask built with `torch.tril(...)` and not inverted (`~`, `logical_not`, `1 - m`, "
-             "`== 0`) that reaches `atten_mask`.",
+             "`== 0`) that reaches `atten_mask`; and one mask variable passed to "
+             "`scaled_dot_product_attention`'s `attn_mask` on one branch and to the operator's `atten_mask` on "
+             "another, unconverted (SDPA reads True as attend, or adds a float mask to the scores).",
         why="In the Ascend operators True/1 means \"masked out\" - the opposite of SDPA's boolean mask. "
             "A lower-triangular mask therefore hides exactly the part each token should see and lets it "
             "see the future: the call runs and returns wrong numbers.",
@@ -595,7 +616,10 @@ DOCS: dict[str, RuleDoc] = {
              "also reads cached or paged KV (`block_table`, or KV lengths given separately), and "
              "`scaled_dot_product_attention(..., is_causal=True)` whose key/value are a cache. Not where the "
              "code proves a query of length 1 without rope inputs: FIA and PFA ignore the mode then, and one "
-             "query sees every cached key.",
+             "query sees every cached key. Also a mask the code builds top-left over two different lengths, "
+             "`torch.triu(torch.ones(q_len, kv_len), diagonal=1)` or `~torch.tril(torch.ones(q.shape[2], "
+             "k.shape[2]))`, passed where the mode uses the mask as given (sparse_mode 0 or 1, IFA): sizing it "
+             "with two lengths says KV_S > Q_S happens (chunked prefill, speculative extends).",
         why="With P cached tokens and T new queries, query i sits at position P + i and must see keys up to "
             "P + i (bottom-right alignment). Top-left alignment lets it see only keys up to i, so most of "
             "the cache is hidden from every query: chunked prefill and prefix caching silently compute "
@@ -622,10 +646,15 @@ DOCS: dict[str, RuleDoc] = {
     "KVL207": RuleDoc(
         what="Reports a function that takes a mask or causality parameter (`attention_mask`, `attn_mask`, "
              "`mask`, `key_padding_mask`, `is_causal`, `causal`, ...), never reads it, and calls FIA, FIA v2, "
-             "IFA, PFA or `npu_fusion_attention` without `atten_mask`. Not reported: a parameter marked unused "
-             "(`_mask`, `del mask`, a docstring saying reserved or unused), a call that may pass the mask "
-             "through `**kwargs`, a causality flag where the code proves a query of length 1, and a mask "
-             "parameter where the call passes KV lengths (padding is cut by the lengths).",
+             "IFA, PFA or `npu_fusion_attention` without `atten_mask`; and a class that stores a causality flag "
+             "from its constructor (`self.causal = causal`), never reads it, and calls the operator without a "
+             "mask. A causality flag is reported only where the code shows it true (a same-module caller "
+             "passing `causal=True` or `Module(causal=True)`, or a default of True), and the message names "
+             "that evidence. Not reported: a parameter marked unused (`_mask`, `del mask`, a docstring saying "
+             "reserved or unused), a mask every same-module caller gives None, a call that may pass the mask "
+             "through `**kwargs`, a causality flag where the code proves a query of length 1, a mask "
+             "parameter where the call passes KV lengths (padding is cut by the lengths), and a misspelled "
+             "mask keyword (KVL101 reports it).",
         why="The caller built the mask (the padding of a batch of images, a causal flag) and handed it over; "
             "the function drops it and the operator attends every position. Padded patches or future tokens "
             "leak into the result, with no error; the SDPA backend of the same signature usually honours the "
@@ -644,6 +673,35 @@ DOCS: dict[str, RuleDoc] = {
                "[Bug]: NPU FlashAttention ignores causal=True in the dense attention path"),
         ),
         no_fix="Building the mask needs to know what the parameter holds (padding, causal, additive).",
+    ),
+    "KVL208": RuleDoc(
+        what="Reports an operator call in a function that takes a parameter controlling attention "
+             "(`softmax_scale`, `sm_scale`, `sliding_window`, `window_size`, `triangular_masking`, "
+             "`no_masking`, ...), or in a method of a class whose constructor stores one in `self` that no "
+             "other method reads, when no argument of the call uses it, directly or through the local "
+             "assignments that reach the argument; a stored attribute is one finding per class, at the "
+             "assignment. Not reported where the function tests the parameter (a guard that raises, a branch "
+             "that picks another path) or hands it to another call on every path (a validator, an inputs "
+             "object), where its docstring says it is reserved or unused, where the call may pass it through "
+             "`**kwargs`, or where another method reads the stored attribute (to build a mask, say).",
+        why="The caller's setting is lost on the one path that calls the operator: a wrapper that takes "
+            "`softmax_scale` (carrying a YaRN mscale) but passes `scale=1 / math.sqrt(d)` computes every "
+            "score with the wrong temperature; a `sliding_window` that never reaches `pre_tokens` (with "
+            "`sparse_mode=4`) or the mask gives a sliding-window model full attention over the whole context. "
+            "Nothing raises, and the other backends of the same wrapper honour the parameter.",
+        bad=_HEADER + "def flash_attn(q, k, v, softmax_scale=None):\n"
+            "    return torch_npu.npu_fusion_attention(\n"
+            "        q, k, v, q.shape[2], \"BSND\", scale=1 / math.sqrt(q.shape[-1])\n    )[0]\n",
+        good=_HEADER + "def flash_attn(q, k, v, softmax_scale=None):\n"
+             "    scale = softmax_scale if softmax_scale is not None else 1 / math.sqrt(q.shape[-1])\n"
+             "    return torch_npu.npu_fusion_attention(q, k, v, q.shape[2], \"BSND\", scale=scale)[0]\n",
+        references=(
+            Reference("FIA-T1: scale / softmax_scale left at its default 1.0", f"{FIA}#fia-t1"),
+            Reference("FIA-C25: where pre_tokens / next_tokens take effect", f"{FIA}#fia-c25"),
+            Reference("FA-C10: the band of pre_tockens / next_tockens", f"{FA}#fa-c10"),
+        ),
+        no_fix="Where the parameter belongs (the scale, pre_tokens with sparse_mode=4, the mask) depends on "
+               "what it controls.",
     ),
     "KVL301": RuleDoc(
         what="Reports a value reaching `block_table` whose dtype is known and is not int32: "
@@ -796,8 +854,11 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "KVL307": RuleDoc(
         what="Reports key/value passed to FIA/IFA/PFA or ATB's attention that are `repeat_interleave` (or "
-             "`expand` + `reshape`) copies of the KV heads, with the line (and helper) where the repeat "
-             "happened, however many same-module helpers away.",
+             "`expand` + `reshape`, or an `einops.repeat` whose output groups an axis with a new one) copies "
+             "of the KV heads, with the line (and helper) where the repeat happened, however many same-module "
+             "helpers away, also through a list comprehension over the tensors "
+             "(`k, v = [t.repeat_interleave(n, dim=2) for t in (k, v)]`) and an `einops.rearrange` after the "
+             "repeat.",
         why="The fused operators implement grouped-query attention through `num_key_value_heads`; "
             "materializing the repeated heads multiplies the memory and bandwidth of the KV tensors by "
             "the group size for nothing. A call that also passes the KV head count as "
@@ -866,6 +927,32 @@ DOCS: dict[str, RuleDoc] = {
             Reference("PFA-C8 and PFA-C9: PFA's lengths, cumulative in TND only", f"{IFA_PFA}#pfa-c8"),
         ),
         no_fix="Whether to convert the lengths or to switch to TND depends on how the tensors are packed.",
+    ),
+    "KVL310": RuleDoc(
+        what="Reports a KV cache passed as the key or value of FIA, FIA v2, IFA, PFA or ATB's attention as a "
+             "view with a literal row width, `key_cache.view(-1, block_size, 256)` or `.view(-1, 128, 8, 128)`, "
+             "while the call's KV head count (`num_key_value_heads`, `num_kv_heads`) is not a literal: it comes "
+             "from the model. Not reported: a width computed from the model's sizes, a fully literal shape (a "
+             "test's), a literal head count, or a width below 32 (the NZ layout's fractal of 16).",
+        why="The literal is one model's `num_kv_heads * head_dim`. Every model with other KV heads or another "
+            "head dim reads its blocks mis-shaped; when the sizes divide, nothing raises and the attention "
+            "reads the wrong rows.",
+        bad=_HEADER + "def decode(q, key_cache, value_cache, tables, kv_lens, block_size, num_kv_heads):\n"
+            "    return torch_npu.npu_fused_infer_attention_score(\n"
+            "        q, key_cache.view(-1, block_size, 256), value_cache.view(-1, block_size, 256),\n"
+            "        num_heads=32, num_key_value_heads=num_kv_heads, scale=0.088, input_layout=\"BSH\",\n"
+            "        block_table=tables, block_size=block_size, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        good=_HEADER + "def decode(q, key_cache, value_cache, tables, kv_lens, block_size, num_kv_heads, head_dim):\n"
+             "    width = num_kv_heads * head_dim\n"
+             "    return torch_npu.npu_fused_infer_attention_score(\n"
+             "        q, key_cache.view(-1, block_size, width), value_cache.view(-1, block_size, width),\n"
+             "        num_heads=32, num_key_value_heads=num_kv_heads, scale=0.088, input_layout=\"BSH\",\n"
+             "        block_table=tables, block_size=block_size, actual_seq_lengths_kv=kv_lens,\n    )\n",
+        references=(
+            Reference("FIA-C34: paged attention, block_table and the paged cache", f"{FIA}#fia-c34"),
+            Reference("ATB attention: schemas", "docs/operators/atb_attention.md#atb-schemas"),
+        ),
+        no_fix="The width to use (heads times head dim of this model) is not in the call.",
     ),
     "KVL501": RuleDoc(
         what=(

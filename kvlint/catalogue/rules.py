@@ -77,6 +77,9 @@ _TABLE: tuple[Rule, ...] = (
          "top-left causal alignment (sparse_mode=2, SDPA is_causal) over a KV cache"),
     Rule("KVL207", "atten-mask-dropped", WARNING,
          "a function takes a mask or causality parameter, never reads it, and calls attention without a mask"),
+    Rule("KVL208", "attention-parameter-dropped", WARNING,
+         "a parameter that controls attention (softmax_scale, sliding_window, no_masking) that the operator call "
+         "does not use"),
     Rule("KVL301", "block-table-dtype", ERROR, "block_table is not int32", fixable=True),
     Rule("KVL302", "block-size-missing", WARNING, "block_table given without block_size (default 0)"),
     Rule("KVL303", "paged-without-kv-lengths", ERROR, "block_table given without the KV lengths"),
@@ -91,6 +94,8 @@ _TABLE: tuple[Rule, ...] = (
          "npu_kv_rmsnorm_rope_cache* result unpacked into the wrong number of names"),
     Rule("KVL309", "cumulative-lengths-non-tnd", ERROR,
          "cumulative lengths (cumsum, cu_seqlens) passed as the per-batch lengths of a non-TND layout"),
+    Rule("KVL310", "paged-cache-literal-width", WARNING,
+         "a paged KV cache viewed with a literal row width while the KV head count comes from the model"),
     Rule("KVL501", "probe-output-mismatch", ERROR, "output differs from the float32 reference"),
     Rule("KVL502", "probe-nonfinite-output", ERROR, "NaN or Inf in the output"),
     Rule("KVL503", "probe-seq-lengths", ERROR, "sequence lengths inconsistent with the tensors"),

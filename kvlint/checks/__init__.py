@@ -18,6 +18,8 @@ from kvlint.checks.arguments import (
     check_tensor_int_argument,
     check_tnd_missing_lengths,
 )
+from kvlint.checks.cache_views import check_cache_literal_width
+from kvlint.checks.dropped import check_attention_parameter_dropped
 from kvlint.checks.kv_cache import (
     check_block_size_invalid,
     check_block_size_missing,
@@ -28,7 +30,7 @@ from kvlint.checks.kv_cache import (
     check_paged_without_kv_lengths,
     check_scatter_result_discarded,
 )
-from kvlint.checks.layouts import check_layout_axes
+from kvlint.checks.layouts import check_layout_axes, check_layout_rank
 from kvlint.checks.lengths import check_cumulative_lengths_non_tnd
 from kvlint.checks.masks import (
     check_additive_mask_in_pse,
@@ -38,7 +40,9 @@ from kvlint.checks.masks import (
     check_atten_mask_shape,
     check_causal_top_left_with_cache,
     check_sdpa_causal_over_cache,
+    check_sdpa_mask_reused,
     check_sparse_mode_needs_mask,
+    check_top_left_mask_over_cache,
 )
 from kvlint.checks.signature import (
     check_positional_args,
@@ -60,14 +64,18 @@ CALL_CHECKS = (
     check_seq_lengths_kv_habit,
     check_tnd_missing_lengths,
     check_layout_axes,
+    check_layout_rank,
     check_tensor_int_argument,
     check_atten_mask_dtype,
     check_atten_mask_shape,
     check_sparse_mode_needs_mask,
     check_atten_mask_polarity,
+    check_sdpa_mask_reused,
     check_additive_mask_in_pse,
     check_causal_top_left_with_cache,
+    check_top_left_mask_over_cache,
     check_atten_mask_dropped,
+    check_attention_parameter_dropped,
     check_block_table_dtype,
     check_block_size_missing,
     check_paged_without_kv_lengths,
@@ -76,6 +84,7 @@ CALL_CHECKS = (
     check_kv_repeat,
     check_kv_rmsnorm_unpack,
     check_cumulative_lengths_non_tnd,
+    check_cache_literal_width,
 )
 MODULE_CHECKS = (
     check_sdpa_causal_over_cache,

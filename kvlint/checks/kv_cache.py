@@ -202,7 +202,7 @@ def check_kv_repeat(site: CallSite) -> Iterator[Issue]:
         consequence = (f"; {KV_HEADS_PARAM[site.name]}={kv_heads.as_string()} now contradicts the repeated tensor, "
                        "which has the query's head count" if contradicts else "")
         yield Issue("KVL307", site.anchor(name),
-                    f"{name} is a repeat_interleave / expand+reshape copy of the KV heads{where}: {site.name} "
+                    f"{name} is a copy of the KV heads (repeat_interleave, expand+reshape, einops.repeat){where}: {site.name} "
                     f"handles GQA itself{consequence}; pass the KV tensor before the repeat with "
                     f"{KV_HEADS_PARAM[site.name]}=<KV heads>")
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.facts import RESHAPED
 from kvlint.analysis.finding import Issue
 from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION
 
@@ -49,3 +51,33 @@ def check_layout_axes(site: CallSite) -> Iterator[Issue]:
                             f"({', '.join(role or '?' for role in axes)}), axis {axis} the "
                             f"{ROLE_NAMES[axes[axis]]}: heads and sequence are swapped; {fix}")
                 return
+
+
+def check_layout_rank(site: CallSite) -> Iterator[Issue]:
+    """KVL114 (rank): each layout names as many query axes as its letters (BNSD and BSND four, BSH, SBH and
+    TND three). On a path where the code proves another rank for the query (``q.view(T, N, D)``,
+    ``reshape`` with explicit sizes), the call raises (docs/operators/fused_infer_attention.md#fia-c1,
+    docs/operators/fusion_attention.md#fa-c1): typically a sibling branch that still passes the old layout
+    after another branch packed the tensors. Judged where the call names its layout (a default layout
+    proves no intent)."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.argument("input_layout") is None:
+        return
+    for layout in site.values("input_layout"):
+        text = layout.value.const
+        if not isinstance(text, str) or not text:
+            continue
+        letters = text.upper().split("_")[0]
+        for alt in site.values("query", layout.path):
+            if not (alt.value.tensor and alt.value.has(RESHAPED)):
+                continue  # only a view / reshape with explicit sizes states the rank
+            known, rank = split(alt.value.shape)
+            if rank is None or rank == len(letters):
+                continue
+            shape = ", ".join("?" if d is None else str(d) for d in known)
+            where = f" built at line {alt.value.origin.lineno}" if alt.value.origin is not None and (
+                alt.value.origin.lineno not in (None, site.call.lineno)) else ""
+            yield Issue("KVL114", site.anchor("input_layout"),
+                        f"input_layout '{text}' takes a {len(letters)}-D query, but on this path the query{where} is "
+                        f"{rank}-D ({shape}): the call raises; pass the layout of the tensor this path builds "
+                        f"(or reshape it back)")
+            return

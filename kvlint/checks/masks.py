@@ -15,13 +15,16 @@ from astroid import nodes
 from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import values
-from kvlint.analysis.facts import ADDITIVE, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TRIL, Dim, Value
+from kvlint.analysis.facts import ADDITIVE, ADDITIVE_CAST, CACHE_NAME, FLOAT_DTYPES, GROWN_CACHE, TOP_LEFT, TRIL, Dim, Value
 from kvlint.analysis.finding import Issue
-from kvlint.analysis.flow import EMPTY, Path
-from kvlint.analysis.names import qualified_name
+from kvlint.analysis.flow import EMPTY, Path, reaching_definitions
+from kvlint.analysis.follow import bind_arguments, callers
+from kvlint.analysis.intent import CausalEvidence, causal_evidence, parameter_evidence
+from kvlint.analysis.names import enclosing_class, is_self, qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.analysis.walk import nodes_of
+from kvlint.checks.signature import misspelled_mask
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
@@ -33,7 +36,7 @@ TOP_LEFT_CAUSAL = 2
 SPARSE_OPERATORS = FIA | {PFA}
 """Operators whose sparse_mode 2/3/4 take the fixed 2048x2048 template mask."""
 SDPA = ("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention")
-_SDPA_POSITIONS = {"key": 1, "value": 2, "is_causal": 5}
+_SDPA_POSITIONS = {"key": 1, "value": 2, "attn_mask": 3, "is_causal": 5}
 
 
 def _built_at(value: Value, site_line: int | None) -> str:
@@ -69,6 +72,14 @@ def check_atten_mask_dtype(site: CallSite) -> Iterator[Issue]:
         if not value.tensor:
             continue
         where = _built_at(value, site.call.lineno)
+        if value.has(ADDITIVE_CAST):
+            cast = f" at line {value.origin.lineno}" if value.origin is not None and value.origin.lineno else ""
+            yield Issue("KVL201", site.anchor("atten_mask"),
+                        f"atten_mask is an additive mask (-inf / finfo.min / a large negative where masked) converted "
+                        f"to {value.dtype}{cast}: those values have no integer form (undefined in C++; torch on x86 "
+                        "gives 0, which means 'not masked', and -65504 gives 32 only by the wrap); convert it with "
+                        "`mask < 0` or `.bool()` (every non-zero is True) instead of an integer cast")
+            return
         if value.has(ADDITIVE):
             found = f"an additive {value.dtype or 'float'} mask (-inf / finfo.min where masked){where}"
             fix = "pass `mask < 0` (True where it held -inf) or build it with dtype=torch.bool"
@@ -135,23 +146,30 @@ def check_atten_mask_shape(site: CallSite) -> Iterator[Issue]:
 
 def check_sparse_mode_needs_mask(site: CallSite) -> Iterator[Issue]:
     """KVL203: sparse_mode 1-4 need atten_mask. FIA/PFA raise for prefill; npu_fusion_attention ignores
-    sparse_mode when the mask is None and silently computes full, non-causal attention."""
-    if site.name not in SPARSE_OPERATORS and site.name != FA:
+    sparse_mode when the mask is None and silently computes full, non-causal attention. Reported only where
+    the code shows causal intent on the path (``kvlint.analysis.intent``): a copied literal mode is not
+    evidence, and a mask that is None where a causality flag is false is the full attention asked for."""
+    if site.name not in SPARSE_OPERATORS and site.name != FA or misspelled_mask(site):
         return
     for mode, path in _modes(site, MODES_NEEDING_MASK):
-        if not any(alt.value.is_none and not _mode_ignored(site, mode, alt.path)
-                   for alt in site.values("atten_mask", path)):
-            continue
-        if site.name == FA:
-            consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal attention "
-                           "(the same as sparse_mode=3 only for a query of length 1, which the code does not prove)")
-        else:
-            consequence = (f"{site.name} raises for prefill (it ignores sparse_mode only for a query of length 1 "
-                           "without rope inputs, which the code does not prove here)")
-        yield Issue("KVL203", site.anchor("sparse_mode"),
-                    f"sparse_mode={mode} with no atten_mask on this path: {consequence}; pass the "
-                    f"{TEMPLATE}x{TEMPLATE} mask torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)")
-        return
+        for alt in site.values("atten_mask", path):
+            if not alt.value.is_none or _mode_ignored(site, mode, alt.path):
+                continue
+            evidence = causal_evidence(site, alt.path)
+            if evidence is None or not evidence.causal:
+                continue
+            if site.name == FA:
+                consequence = ("npu_fusion_attention then ignores sparse_mode and computes full, non-causal "
+                               "attention (the same as sparse_mode=3 only for a query of length 1, which the code "
+                               "does not prove)")
+            else:
+                consequence = (f"{site.name} raises for prefill (it ignores sparse_mode only for a query of length 1 "
+                               "without rope inputs, which the code does not prove here)")
+            yield Issue("KVL203", site.anchor("sparse_mode"),
+                        f"sparse_mode={mode} with no atten_mask on this path, where the code asks for causal "
+                        f"attention ({evidence.text}): {consequence}; pass the {TEMPLATE}x{TEMPLATE} mask "
+                        "torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)")
+            return
 
 
 def check_atten_mask_polarity(site: CallSite) -> Iterator[Issue]:
@@ -215,6 +233,33 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
             return
 
 
+def check_top_left_mask_over_cache(site: CallSite) -> Iterator[Issue]:
+    """KVL206 (a built mask): ``torch.triu(torch.ones(q_len, kv_len), diagonal=1)`` (or ``~tril``) aligns the
+    causal triangle top-left: query i sees keys 0..i. The code sizes it with two different lengths, so KV_S >
+    Q_S is expected (chunked prefill, a prefix cache, speculative extends), and then the new queries miss the
+    cached keys. Judged where the mode uses the mask as given (sparse_mode 0 or 1, or IFA)."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA:
+        return
+    has_mode = site.operator.param("sparse_mode") is not None
+    modes = site.values("sparse_mode") if has_mode else [None]
+    for mode_alt in modes:
+        path = mode_alt.path if mode_alt is not None else EMPTY
+        if mode_alt is not None and _int_mode(mode_alt.value) not in (0, 1):
+            continue
+        for alt in site.values("atten_mask", path):
+            value = alt.value
+            if not (value.tensor and value.has(TOP_LEFT)) or value.has(TRIL):
+                continue  # a tril mask never inverted hides the visible part: KVL204's finding comes first
+            known, _ = split(value.shape)
+            rows, columns = ("?" if d is None else str(d) for d in known[-2:])
+            yield Issue("KVL206", site.anchor("atten_mask"),
+                        f"atten_mask{_built_at(value, site.call.lineno)} is a causal triangle over ({rows}, {columns}) "
+                        f"aligned top-left (query i sees keys 0..i): when {columns} > {rows}, as over a KV cache "
+                        "(chunked prefill, a prefix cache, speculative tokens), the new queries miss the keys cached "
+                        f"before them; align it bottom-right: torch.triu(..., diagonal={columns} - {rows} + 1)")
+            return
+
+
 MASK_PARAMETER = re.compile(r"^(attention_mask|attn_mask|atten_mask|mask|causal_mask|key_padding_mask|"
                             r"padding_mask|src_mask|attn_masks|attention_masks)$")
 CAUSAL_PARAMETER = re.compile(r"^(is_causal|causal|use_causal|causal_attention)$")
@@ -225,7 +270,7 @@ _DOCUMENTED_UNUSED = re.compile(r"\b(reserved|unused|not used|ignored|has no eff
                                 re.IGNORECASE)
 
 
-def _documented_unused(function: nodes.FunctionDef, name: str) -> bool:
+def documented_unused(function: nodes.FunctionDef, name: str) -> bool:
     """The docstring says the parameter is not used (``attn_mask: Reserved for future use``)."""
     doc = function.doc_node.value if function.doc_node is not None else ""
     for match in re.finditer(rf"\b{re.escape(name)}\b", doc):
@@ -240,36 +285,150 @@ def _reads(function: nodes.FunctionDef, name: str) -> bool:
     return any(node.name == name for node in nodes_of(function, (nodes.Name, nodes.DelName)))
 
 
+def _callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:
+    """Every same-module caller gives the parameter None (passed, or the default): there is no mask to drop."""
+    calls = callers(function)
+    bound = [bind_arguments(function, call) for call in calls]
+    return bool(calls) and all(
+        arguments is not None and isinstance(arguments.get(param), nodes.Const) and arguments[param].value is None
+        for arguments in bound)
+
+
+def _mask_absent(site: CallSite) -> bool:
+    return site.argument("atten_mask") is None or all(alt.value.is_none for alt in site.values("atten_mask"))
+
+
 def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
     """KVL207: a function that takes a mask or causality parameter, never reads it, and calls the operator
     without ``atten_mask`` silently attends what the caller asked to hide: padding, or the future. Not for a
-    parameter its name (``_mask``) or its docstring (``Reserved``, ``unused``) says is unused, a causality flag
-    where the code proves a query of length 1 (nothing to hide), nor a mask parameter where the call passes
-    KV lengths (padding is cut by the lengths)."""
-    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended:
+    parameter its name (``_mask``) or its docstring (``Reserved``, ``unused``) says is unused, a mask every
+    same-module caller gives None, a causality flag nothing shows true (``causal=True`` from a caller in the
+    module, or a default of True), a causality flag where the code proves a query of length 1 (nothing to
+    hide), nor a mask parameter where the call passes KV lengths (padding is cut by the lengths). Also for a
+    class that stores a causality flag from its constructor (``self.causal = causal``), never reads it, and
+    calls the operator without a mask where the module constructs it with the flag true."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended or misspelled_mask(site):
         return
     function = site.call.frame()
     if not isinstance(function, nodes.FunctionDef):
         return
-    if site.argument("atten_mask") is not None and not all(alt.value.is_none for alt in site.values("atten_mask")):
+    if not _mask_absent(site):
+        yield from _stored_flag_unread(site, function)
         return
     arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
     for param in (a.name for a in arguments):
         causal = bool(CAUSAL_PARAMETER.match(param))
-        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or _documented_unused(function, param):
+        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or documented_unused(function, param):
             continue
+        evidence = parameter_evidence(function, param) if causal else None
+        if causal and (evidence is None or not evidence.causal or any(check_sparse_mode_needs_mask(site))):
+            continue  # no sign the caller asks for causal attention, or KVL203 reports the missing mask
         if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
             continue
         kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
-        if not causal and site.argument(kv_lengths) is not None and not all(
-                alt.value.is_none for alt in site.values(kv_lengths)):
+        if not causal and (_callers_pass_none(function, param) or site.argument(kv_lengths) is not None and not all(
+                alt.value.is_none for alt in site.values(kv_lengths))):
             continue
-        hidden = "a caller asking for causal attention gets every token attending the future" if causal else (
-            "the positions it masks (padding, the future) are attended")
+        hidden = (f"a caller asking for causal attention ({evidence.text}) gets every token attending the future"
+                  if evidence is not None else "the positions it masks (padding, the future) are attended")
         yield Issue("KVL207", site.call,
                     f"{function.name}() takes '{param}' but never reads it, and calls {site.name} without "
                     f"atten_mask: {hidden}; build atten_mask (and sparse_mode) from it, or raise when it is set "
                     "if this path cannot mask")
+        return
+    yield from _stored_flag_unread(site, function)
+
+
+def _stored_flag_unread(site: CallSite, function: nodes.FunctionDef) -> Iterator[Issue]:
+    """KVL207 for a constructor flag: ``__init__(self, causal=False)`` stores ``self.causal``, no method reads
+    it, and the call has no mask on some path, while the module builds the class with the flag true."""
+    cls = enclosing_class(site.call)
+    init = cls.locals.get("__init__", [None])[0] if cls is not None else None
+    if not isinstance(init, nodes.FunctionDef) or not any(alt.value.is_none for alt in site.values("atten_mask")):
+        return
+    for attribute, param, target in _stored_flags(init):
+        if _attribute_read(cls, attribute):
+            continue
+        evidence = _constructed_with(cls, init, param)
+        if evidence is None or not evidence.causal:
+            continue
+        if all(length == ONE for length, _ in query_lengths(site, EMPTY)):
+            continue
+        # One finding per class, at the assignment: the defect is the flag nothing reads.
+        yield Issue("KVL207", target,
+                    f"{cls.name} stores '{param}' as self.{attribute} but never reads it, and calls the attention "
+                    f"operators without atten_mask: {evidence.text}, and that instance runs full, non-causal "
+                    f"attention; build atten_mask (and sparse_mode) from self.{attribute}")
+        return
+
+
+def _stored_flags(init: nodes.FunctionDef) -> Iterator[tuple[str, str, nodes.AssignAttr]]:
+    """(attribute, parameter, the target) for each ``self.<attribute> = <causality parameter>`` in ``__init__``."""
+    params = {a.name for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs}
+    for assign in nodes_of(init, nodes.Assign):
+        pairs = [(target, assign.value) for target in assign.targets]
+        pairs += [pair for target in assign.targets if isinstance(target, nodes.Tuple) and isinstance(
+            assign.value, nodes.Tuple) and len(target.elts) == len(assign.value.elts)
+            for pair in zip(target.elts, assign.value.elts)]
+        for target, value in pairs:
+            if (isinstance(value, nodes.Name) and value.name in params and CAUSAL_PARAMETER.match(value.name)
+                    and isinstance(target, nodes.AssignAttr) and is_self(target.expr)):
+                yield target.attrname, value.name, target
+
+
+def _attribute_read(cls: nodes.ClassDef, attribute: str) -> bool:
+    """Some method of the class reads ``self.<attribute>`` (or names it in a string, as ``getattr`` does)."""
+    for node in nodes_of(cls, (nodes.Attribute, nodes.Const)):
+        if isinstance(node, nodes.Attribute) and node.attrname == attribute:
+            return True
+        if isinstance(node, nodes.Const) and node.value == attribute:
+            return True
+    return False
+
+
+def _constructed_with(cls: nodes.ClassDef, init: nodes.FunctionDef, param: str) -> CausalEvidence | None:
+    """The causality the module's constructions of the class pass: ``Attention(causal=True)``."""
+    found = None
+    for call in nodes_of(cls.root(), nodes.Call):
+        if not (isinstance(call.func, nodes.Name) and call.func.name == cls.name):
+            continue
+        if any(isinstance(a, nodes.Starred) for a in call.args) or any(k.arg is None for k in call.keywords or ()):
+            return None
+        passed = {k.arg: k.value for k in call.keywords or ()}
+        params = [a.name for a in init.args.posonlyargs + init.args.args][1:]
+        passed.update({name: arg for name, arg in zip(params, call.args)})
+        expr = passed.get(param)
+        if isinstance(expr, nodes.Const) and expr.value is True:
+            found = CausalEvidence(True, f"the module builds {cls.name}({param}=True) at line {call.lineno}")
+    return found
+
+
+def check_sdpa_mask_reused(site: CallSite) -> Iterator[Issue]:
+    """KVL204 (an SDPA mask): the same mask variable goes to ``scaled_dot_product_attention``'s ``attn_mask``
+    on one branch and to the operator's ``atten_mask`` on another. SDPA reads a bool mask as True = attend and
+    a float mask as added to the scores; the Ascend operators read True/1 as masked out, so one of the two
+    branches masks the wrong positions."""
+    if site.name not in INFERENCE_ATTENTION and site.name != FA:
+        return
+    expr = site.argument("atten_mask")
+    if not isinstance(expr, nodes.Name):
+        return
+    frame = site.call.frame()
+    reaching = {definition for definition, _ in reaching_definitions(expr.name, expr)}
+    for call in nodes_of(frame, nodes.Call):
+        if call.frame() is not frame or qualified_name(call.func) not in SDPA:
+            continue
+        argument = _sdpa_argument(call, "attn_mask")
+        mask = argument.value if isinstance(argument, nodes.Keyword) else argument
+        if not (isinstance(mask, nodes.Name) and mask.name == expr.name) or {
+                definition for definition, _ in reaching_definitions(mask.name, mask)} != reaching:
+            continue
+        yield Issue("KVL204", site.anchor("atten_mask"),
+                    f"the same '{expr.name}' goes to scaled_dot_product_attention's attn_mask at line {call.lineno}: "
+                    f"SDPA reads a bool mask as True = attend and a float mask as added to the scores, {site.name} "
+                    f"reads True/1 as masked out, so one of the two branches masks the wrong positions; convert it "
+                    f"for one of them (~{expr.name} turns one bool convention into the other; {expr.name} < 0 turns "
+                    "an additive mask into the operator's)")
         return
 
 

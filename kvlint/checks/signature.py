@@ -53,15 +53,38 @@ def version_mix(site: CallSite, keyword: str) -> str | None:
     return None
 
 
-def check_unknown_keyword(site: CallSite) -> Iterator[Issue]:
-    """KVL101: a keyword the operator's schema does not have raises RuntimeError at the call."""
+_MASK_KEYWORDS = frozenset({"mask", "attn_mask", "attention_mask", "causal_mask", "attn_bias"})
+"""Other libraries' names for the mask: passed to an Ascend operator, they are its ``atten_mask`` misspelled."""
+
+
+def unknown_keywords(site: CallSite) -> Iterator[tuple[str, nodes.NodeNG, str | None]]:
+    """The keywords the operator's schema does not have: (keyword, anchor, the closest valid keyword)."""
     for keyword, argument in site.keywords.items():
         if keyword in site.operator.param_names or version_mix(site, keyword) is not None:
             continue
         habit = KEYWORD_HABITS.get(site.name, {}).get(keyword)
         close = [habit] if habit else difflib.get_close_matches(keyword, site.operator.param_names, n=1, cutoff=0.6)
-        hint = f"; did you mean '{close[0]}'?" if close else " (it raises RuntimeError at the call)"
-        yield Issue("KVL101", argument.anchor, f"'{keyword}' is not a parameter of {site.operator.qualified}{hint}")
+        if not close and keyword in _MASK_KEYWORDS and "atten_mask" in site.operator.param_names:
+            close = ["atten_mask"]
+        yield keyword, argument.anchor, close[0] if close else None
+
+
+def misspelled_mask(site: CallSite) -> bool:
+    """The call passes its mask under another name (``attention_mask=``) and not as ``atten_mask``: KVL101
+    reports it, and the rules on a missing mask leave the call alone (one defect, one finding)."""
+    return site.argument("atten_mask") is None and any(
+        close == "atten_mask" for _, _, close in unknown_keywords(site))
+
+
+def check_unknown_keyword(site: CallSite) -> Iterator[Issue]:
+    """KVL101: a keyword the operator's schema does not have raises RuntimeError at the call. A mask passed
+    under another library's name never reaches ``atten_mask``: the message says so."""
+    for keyword, anchor, close in unknown_keywords(site):
+        hint = f"; did you mean '{close}'?" if close else " (it raises RuntimeError at the call)"
+        if close == "atten_mask" and site.argument("atten_mask") is None:
+            hint += (" The mask is therefore dropped: atten_mask stays None, and the unknown keyword raises "
+                     "RuntimeError at the call")
+        yield Issue("KVL101", anchor, f"'{keyword}' is not a parameter of {site.operator.qualified}{hint}")
 
 
 def check_version_mix(site: CallSite) -> Iterator[Issue]:
