@@ -48,19 +48,22 @@ def _module_prefix(name: str) -> str | None:
     return filename
 
 
-_PREFIXES: dict[tuple[object, ...], tuple[str, ...]] = {}
+_PREFIXES: dict[tuple[int, int], tuple[tuple[object, object], tuple[str, ...]]] = {}
 
 
 def excluded_prefixes() -> tuple[str, ...]:
     """Path prefixes whose frames are never the user's call site; recomputed only when the loaded torch or
     torch_npu module changes (torch_npu may load, or be replaced, at any time)."""
     modules = sys.modules
-    key = (id(modules.get("torch")), id(modules.get("torch_npu")))
-    prefixes = _PREFIXES.get(key)
-    if prefixes is None:
+    loaded = (modules.get("torch"), modules.get("torch_npu"))
+    key = (id(loaded[0]), id(loaded[1]))
+    known = _PREFIXES.get(key)
+    if known is None:
         found = (_module_prefix("torch"), _module_prefix("torch_npu"))
-        prefixes = _PREFIXES[key] = _KVLINT_DIRS + tuple(prefix for prefix in found if prefix)
-    return prefixes
+        # the entry keeps the modules alive: a replaced torch_npu freed, a new one could reuse its id and get
+        # the old prefixes (and ``_kind``'s answers, keyed by the prefixes' id)
+        known = _PREFIXES[key] = (loaded, _KVLINT_DIRS + tuple(prefix for prefix in found if prefix))
+    return known[1]
 
 
 _RELATIVE: dict[tuple[str, str], str] = {}
