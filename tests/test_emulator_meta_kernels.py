@@ -43,5 +43,5 @@ def test_pfa_tnd_takes_value_head_dim_and_bnsd_bsnd_swaps_heads_and_sequence(tor
 def test_the_eager_call_still_refuses_a_query_its_layout_does_not_fit(torch_npu):
     """The fake kernel is lenient like the meta kernel; the computation is not: a 4-D query is not BSH."""
     q = torch.randn(1, 4, 1, 16, dtype=torch.float16)
-    with pytest.raises(Exception, match="BSH"):
+    with pytest.raises(RuntimeError, match="BSH"):
         torch.ops.npu.npu_incre_flash_attention(q, q, q)
