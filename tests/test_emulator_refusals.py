@@ -102,6 +102,28 @@ def test_refusal_raises_the_devices_runtime_error_naming_the_argument(torch_npu:
     assert argument in str(raised.value)
 
 
+class _Called:
+    """``torch_npu`` that remembers which operator a call took from it."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module, self.names = module, []
+
+    def __getattr__(self, name: str) -> object:
+        self.names.append(name)
+        return getattr(self.module, name)
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_refusal_message_starts_with_the_refused_operator(torch_npu: types.ModuleType, case: str) -> None:
+    """A test that calls several operators sees which one refused: the message leads with its name."""
+    call, _ = REFUSALS[case]
+    called = _Called(torch_npu)
+    with pytest.raises(RuntimeError) as raised:
+        call(called)
+    (operator,) = called.names
+    assert str(raised.value).startswith((f"{operator}: ", f"{operator}.out: ")), str(raised.value)
+
+
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_refusals_are_the_same_under_no_grad_and_inference_mode(torch_npu, mode: str) -> None:
     with getattr(torch, mode)(), pytest.raises(RuntimeError, match="gamma"):

@@ -150,25 +150,27 @@ def _register() -> dict[str, torch.library.Library]:
         library.define(op.schema)
         in_place = rope.IN_PLACE.get(op.name)
         if in_place is not None:
-            library.impl(op.qualified, device_errors(in_place), "CompositeImplicitAutograd")
+            library.impl(op.qualified, device_errors(in_place, op.name), "CompositeImplicitAutograd")
             continue
         kernel, fake = _kernels(op)
-        library.impl(op.qualified, device_errors(kernel), "CPU")
+        library.impl(op.qualified, device_errors(kernel, op.name), "CPU")
         functional = kv_cache.FUNCTIONAL_FORM.get(op.name) or formats.FUNCTIONAL_FORM.get(op.name)
         if functional is not None:
-            library.impl(op.qualified, device_errors(kv_cache.decomposed(functional, op.namespace)),
+            library.impl(op.qualified, device_errors(kv_cache.decomposed(functional, op.namespace), op.name),
                          "CompositeImplicitAutograd")  # fmt: skip
         else:
-            torch.library.register_fake(f"{op.namespace}::{op.qualified}", device_errors(fake), lib=library)
+            torch.library.register_fake(f"{op.namespace}::{op.qualified}", device_errors(fake, op.name), lib=library)
     libraries[autograd.NAMESPACE] = autograd.register(libraries)
     return libraries
 
 
-def device_errors(kernel: Callable[..., object]) -> Callable[..., object]:
+def device_errors(kernel: Callable[..., object], operator: str) -> Callable[..., object]:
     """``kernel`` raising the device's exception type for its refusals: torch_npu's operators check their
     arguments in C++ (``TORCH_CHECK``), which Python sees as ``RuntimeError``. The reference raises
     ``ValueError`` (and ``IndexError`` for a slot or row outside a cache), as a Python library does and as the
-    probe reads it; at the operator boundary they become ``RuntimeError`` with the same message.
+    probe reads it; at the operator boundary they become ``RuntimeError`` with the same message, led by the
+    operator's name when the message does not already start with it (a test's traceback then says which call
+    of several was refused).
     ``NotImplementedError`` (what the emulator does not compute) and the dispatcher's own binding errors pass
     unchanged."""
 
@@ -177,7 +179,10 @@ def device_errors(kernel: Callable[..., object]) -> Callable[..., object]:
         try:
             return kernel(*args, **kwargs)
         except (ValueError, IndexError) as error:
-            raise RuntimeError(str(error)) from error
+            message = str(error)
+            if not message.startswith(f"{operator}:") and not message.startswith(f"{operator}."):
+                message = f"{operator}: {message}"
+            raise RuntimeError(message) from error
 
     return refusing
 
