@@ -199,3 +199,30 @@ def flag_attributes(function: nodes.FunctionDef, names: re.Pattern[str]) -> list
         if node.attrname in read and node.frame() is not function and node.frame().name != "__init__":
             read.discard(node.attrname)
     return sorted(read)
+
+
+_SHARED_PARAMETERS = 3
+
+
+def honoured_by_sibling_function(function: nodes.FunctionDef, param: str) -> Honoured | None:
+    """Another backend of the same signature beside ``function`` (a function of the module, or a method of the
+    class, sharing at least three parameters with it, ``param`` among them) passes the parameter to an
+    attention call: ``sdpa_attention_forward(..., is_causal)`` next to ``npu_attention_forward(..., is_causal)``."""
+    def parameters(f: nodes.FunctionDef) -> set[str]:
+        return {a.name for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs} - {"self", "cls"}
+
+    mine = parameters(function)
+    for other in function.parent.get_children() if function.parent is not None else ():
+        if not isinstance(other, nodes.FunctionDef) or other is function:
+            continue
+        theirs = parameters(other)
+        if param not in theirs or len(mine & theirs) < _SHARED_PARAMETERS:
+            continue
+        for call in nodes_of(other, nodes.Call):
+            name = _callee(call)
+            if name is None or not ATTENTION_CALLEE.search(name) or call.frame() is not other:
+                continue
+            if any(mentions(argument, param, unknown=False)
+                   for argument in list(call.args) + [k.value for k in call.keywords or ()]):
+                return Honoured(call, f"its sibling {other.name}() passes it to {name} at line {call.lineno}")
+    return None

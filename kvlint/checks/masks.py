@@ -23,7 +23,8 @@ from kvlint.analysis.intent import CAUSAL_FLAG, CausalEvidence, causal_evidence,
 from kvlint.analysis.names import enclosing_class, is_self, qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
-from kvlint.analysis.siblings import flag_attributes, flag_side, honoured_elsewhere, mentions
+from kvlint.analysis.siblings import (flag_attributes, flag_side, honoured_by_sibling_function, honoured_elsewhere,
+                                      mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.signature import misspelled_mask
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
@@ -375,10 +376,19 @@ def _never_read(site: CallSite, function: nodes.FunctionDef, param: str, causal:
     """The message for a mask or causality parameter the function never reads, when the code shows it
     matters (a causality flag shown true; a mask that some caller may pass and no KV lengths replace)."""
     evidence = parameter_evidence(function, param) if causal else None
-    if causal and (evidence is None or not evidence.causal or any(check_sparse_mode_needs_mask(site))):
+    sibling = None
+    if causal and (evidence is None or not evidence.causal) and not callers(function):
+        sibling = honoured_by_sibling_function(function, param)
+    if causal and sibling is None and (evidence is None or not evidence.causal) or causal and any(
+            check_sparse_mode_needs_mask(site)):
         return None  # no sign the caller asks for causal attention, or KVL203 reports the missing mask
     if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
         return None
+    if sibling is not None:
+        return (f"{function.name}() takes '{param}' but never reads it ({sibling.text}), and calls {site.name} "
+                "without atten_mask: a caller asking for causal attention through this backend gets full "
+                "attention; build atten_mask (and sparse_mode) from it, or raise when it is set if this path "
+                "cannot mask")
     if not causal and (_callers_pass_none(function, param) or lengths):
         return None
     hidden = (f"a caller asking for causal attention ({evidence.text}) gets every token attending the future"
