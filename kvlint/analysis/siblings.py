@@ -212,12 +212,10 @@ def honoured_by_sibling_function(function: nodes.FunctionDef, param: str) -> Hon
         return {a.name for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs} - {"self", "cls"}
 
     mine = parameters(function)
-    for other in function.parent.get_children() if function.parent is not None else ():
-        if not isinstance(other, nodes.FunctionDef) or other is function:
-            continue
-        theirs = parameters(other)
-        if param not in theirs or len(mine & theirs) < _SHARED_PARAMETERS:
-            continue
+    others = [other for other in (function.parent.get_children() if function.parent is not None else ())
+              if isinstance(other, nodes.FunctionDef) and other is not function and param in parameters(other)
+              and len(mine & parameters(other)) >= _SHARED_PARAMETERS]
+    for other in sorted(others, key=lambda f: -len(mine & parameters(f))):
         for call in nodes_of(other, nodes.Call):
             name = _callee(call)
             if name is None or not ATTENTION_CALLEE.search(name) or call.frame() is not other:
