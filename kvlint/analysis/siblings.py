@@ -206,15 +206,17 @@ _SHARED_PARAMETERS = 3
 
 def honoured_by_sibling_function(function: nodes.FunctionDef, param: str) -> Honoured | None:
     """Another backend of the same signature beside ``function`` (a function of the module, or a method of the
-    class, sharing at least three parameters with it, ``param`` among them) passes the parameter to an
-    attention call: ``sdpa_attention_forward(..., is_causal)`` next to ``npu_attention_forward(..., is_causal)``."""
+    class, sharing at least three parameters with it, ``param`` among them, and not a dispatcher that calls
+    ``function``) passes the parameter to an attention call: ``sdpa_attention_forward(..., is_causal)`` next
+    to ``npu_attention_forward(..., is_causal)``."""
     def parameters(f: nodes.FunctionDef) -> set[str]:
         return {a.name for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs} - {"self", "cls"}
 
     mine = parameters(function)
     others = [other for other in (function.parent.get_children() if function.parent is not None else ())
               if isinstance(other, nodes.FunctionDef) and other is not function and param in parameters(other)
-              and len(mine & parameters(other)) >= _SHARED_PARAMETERS]
+              and len(mine & parameters(other)) >= _SHARED_PARAMETERS
+              and not any(_callee(call) == function.name for call in nodes_of(other, nodes.Call))]
     for other in sorted(others, key=lambda f: -len(mine & parameters(f))):
         for call in nodes_of(other, nodes.Call):
             name = _callee(call)

@@ -24,12 +24,11 @@ from astroid import nodes
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.facts import CACHE_NAME
 from kvlint.analysis.finding import Issue
-from kvlint.analysis.follow import callers
 from kvlint.analysis.names import enclosing_class, is_self
 from kvlint.analysis.siblings import (enumerate_names, flag_attributes, honoured_by_sibling_function,
                                       honoured_elsewhere, mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
-from kvlint.checks.masks import documented_unused
+from kvlint.checks.masks import callers_pass_none, documented_unused
 from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, SCALE_PARAM
 
 CONTROLS: dict[str, str] = {
@@ -120,8 +119,8 @@ def _dropped(site: CallSite, function: nodes.FunctionDef) -> Iterator[tuple[str,
                 mentions(argument, param, None) for argument in arguments):
             continue
         honoured = honoured_elsewhere(function, site.call, param)
-        if honoured is None and kind == "lengths" and not nodes_named(function, nodes.Name, param) and not callers(
-                function):
+        if honoured is None and kind == "lengths" and not nodes_named(function, nodes.Name, param) and not (
+                callers_pass_none(function, param)):
             honoured = honoured_by_sibling_function(function, param)
         if honoured is not None and not (kind == "lengths" and _over_cache(honoured.node) and not _over_cache(
                 site.call)):

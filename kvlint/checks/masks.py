@@ -287,7 +287,7 @@ def _reads(function: nodes.FunctionDef, name: str) -> bool:
     return bool(nodes_named(function, (nodes.Name, nodes.DelName), name))
 
 
-def _callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:
+def callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:
     """Every same-module caller gives the parameter None (passed, or the default): there is no mask to drop."""
     calls = callers(function)
     bound = [bind_arguments(function, call) for call in calls]
@@ -342,7 +342,7 @@ def _dropped_masking(site: CallSite, function: nodes.FunctionDef) -> Iterator[st
                 if message is not None:
                     yield message
             continue
-        if causal and not absent or not causal and (lengths or _callers_pass_none(function, param)):
+        if causal and not absent or not causal and (lengths or callers_pass_none(function, param)):
             continue
         mask_argument = site.argument("atten_mask")
         template = next((mode for mode, _ in _modes(site, TEMPLATE_MODES)), None)
@@ -377,7 +377,7 @@ def _never_read(site: CallSite, function: nodes.FunctionDef, param: str, causal:
     matters (a causality flag shown true; a mask that some caller may pass and no KV lengths replace)."""
     evidence = parameter_evidence(function, param) if causal else None
     sibling = None
-    if causal and (evidence is None or not evidence.causal) and not callers(function):
+    if causal and (evidence is None or not evidence.causal and not callers(function)):
         sibling = honoured_by_sibling_function(function, param)
     if causal and sibling is None and (evidence is None or not evidence.causal) or causal and any(
             check_sparse_mode_needs_mask(site)):
@@ -389,7 +389,7 @@ def _never_read(site: CallSite, function: nodes.FunctionDef, param: str, causal:
                 "without atten_mask: a caller asking for causal attention through this backend gets full "
                 "attention; build atten_mask (and sparse_mode) from it, or raise when it is set if this path "
                 "cannot mask")
-    if not causal and (_callers_pass_none(function, param) or lengths):
+    if not causal and (callers_pass_none(function, param) or lengths):
         return None
     hidden = (f"a caller asking for causal attention ({evidence.text}) gets every token attending the future"
               if evidence is not None else "the positions it masks (padding, the future) are attended")
