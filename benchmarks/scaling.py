@@ -216,18 +216,24 @@ def timed(command: Sequence[str], cwd: Path, env: dict[str, str], timeout: float
     return Run(usage.ru_utime + usage.ru_stime, time.perf_counter() - start, usage.ru_maxrss / 1024)
 
 
+NO_LIMITS = ("--file-time-limit=0", "--file-memory-limit=0")
+"""The per-file limits off: a file past the default 60 s would be skipped, and its cost would not be measured."""
+
+
 def commands(front_end: str, path: Path, py: str) -> dict[str, list[str]]:
     """The candidate and its baseline for one front-end on one file."""
     if front_end == "cli":
-        return {"with": [py, "-m", "kvlint", "--isolated", "--exit-zero", str(path)]}
+        return {"with": [py, "-m", "kvlint", "--isolated", "--exit-zero", *NO_LIMITS, str(path)]}
     if front_end == "flake8":
         return {
-            "with": [py, "-c", flake8_overhead.LAUNCHER, flake8_overhead.NOTHING, "--isolated", str(path)],
+            "with": [py, "-c", flake8_overhead.LAUNCHER, flake8_overhead.NOTHING, "--isolated",
+                     *(f"--kvlint-{option[2:]}" for option in NO_LIMITS), str(path)],
             "without": [py, "-c", flake8_overhead.LAUNCHER, flake8_overhead.DISTRIBUTION, "--isolated", str(path)],
         }
     common = ["--disable=all", "--score=n", "--jobs=1", "--persistent=n"]
     return {
-        "with": [py, "-m", "pylint", *common, "--load-plugins", "kvlint", "--enable=kvlint", str(path)],
+        "with": [py, "-m", "pylint", *common, "--load-plugins", "kvlint", "--enable=kvlint",
+                 *(f"--kvlint-{option[2:]}" for option in NO_LIMITS), str(path)],
         "without": [py, "-m", "pylint", *common, str(path)],
     }
 

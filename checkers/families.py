@@ -6,7 +6,10 @@ findings of the last analysed module are kept and each checker reports its own f
 Options (rc file ``[kvlint]`` section, ``[tool.pylint.kvlint]`` in pyproject.toml, or the command line):
 ``kv-len-names``, ``extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``, several
 separated by commas), ``kvlint-select``, ``kvlint-ignore`` and ``kvlint-per-file-ignores`` (pylint's own
-``ignore`` option names files, so the selection options carry the prefix; pylint's ``--disable`` works too).
+``ignore`` option names files, so the selection options carry the prefix; pylint's ``--disable`` works too),
+``kvlint-file-time-limit`` and ``kvlint-file-memory-limit`` (defaults ``60 s``, ``1 GiB``; ``0`` or ``none``: no
+limit). A module kvlint does not analyse (past a limit, or too deep to walk) gets one ``W7001 file-not-analysed``
+at line 1 naming why; the SARIF reporter makes it a notification and marks the run incomplete.
 ``# kvlint: disable=...`` comments are honoured as in the CLI (a name that is no rule is a warning on standard
 error, once per module); ``# pylint: disable=<symbol>`` as usual. Columns are pylint's: the parser's column,
 which counts UTF-8 bytes (the kvlint command counts characters).
@@ -22,15 +25,27 @@ from pylint.checkers import BaseChecker
 from pylint.constants import WarningScope
 
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings, may_have_findings
+from kvlint.analysis.settings import (
+    DEFAULT_FILE_MEMORY_LIMIT,
+    DEFAULT_FILE_TIME_LIMIT,
+    DEFAULT_KV_LEN_NAMES,
+    DEFAULT_SETTINGS,
+    FileLimits,
+    Settings,
+    format_seconds,
+    format_size,
+    may_have_findings,
+)
 from kvlint.catalogue.rules import STATIC_RULES
 from kvlint.checks.engine import Unanalysable, analyze
 from kvlint.frontends.config import (
     ConfigError,
     ignored_for,
     parse_codes,
+    parse_memory_limit,
     parse_names,
     parse_per_file_ignores,
+    parse_time_limit,
     parse_wrappers,
 )
 from kvlint.frontends.suppression import read_suppressions, warn_about
@@ -58,8 +73,9 @@ def module_findings(module: nodes.Module, settings: Settings = DEFAULT_SETTINGS)
             try:
                 findings = analyze(module, module.file or module.name, settings)
             except RecursionError:
-                print(f"kvlint: warning: {Unanalysable(module.file or module.name)}", file=sys.stderr)
-                findings = []
+                findings = [Unanalysable(module.file or module.name).finding()]
+            except Unanalysable as skipped:
+                findings = [skipped.finding()]
         if source and (findings or "kvlint:" in source.lower()):
             suppressions = read_suppressions(source)
             for warning in warn_about(_shown_path(module), suppressions):
@@ -91,6 +107,16 @@ OPTIONS = (
         "default": "", "type": "string", "metavar": "<glob: codes ...>",
         "help": "kvlint codes to ignore per file, flake8 style: 'tests/*: KVL104,KVL105 legacy.py: KVL1'.",
     }),
+    ("kvlint-file-time-limit", {
+        "default": format_seconds(DEFAULT_FILE_TIME_LIMIT), "type": "string", "metavar": "<time>",
+        "help": "CPU time kvlint's analysis of one module may take before it is skipped with W7001 "
+                "(500ms, 2min; 0 or none: no limit).",
+    }),
+    ("kvlint-file-memory-limit", {
+        "default": format_size(DEFAULT_FILE_MEMORY_LIMIT), "type": "string", "metavar": "<size>",
+        "help": "Resident memory kvlint's analysis of one module may add before it is skipped with W7001 "
+                "(512MiB, 2GB; 0 or none: no limit).",
+    }),
 )
 
 
@@ -105,6 +131,12 @@ class _Configured:
         self.settings = Settings(
             kv_len_names=parse_names(get("kv-len-names"), where.format("kv-len-names")),
             extra_fa_wrappers=parse_wrappers(get("extra-fa-wrappers"), where.format("extra-fa-wrappers")),
+            limits=FileLimits(
+                seconds=parse_time_limit(get("kvlint-file-time-limit") or format_seconds(DEFAULT_FILE_TIME_LIMIT),
+                                         where.format("kvlint-file-time-limit")),
+                memory=parse_memory_limit(get("kvlint-file-memory-limit") or format_size(DEFAULT_FILE_MEMORY_LIMIT),
+                                          where.format("kvlint-file-memory-limit")),
+            ),
         )
         self.select = parse_codes(get("kvlint-select"), where.format("kvlint-select"))
         self.ignore = parse_codes(get("kvlint-ignore"), where.format("kvlint-ignore"))
@@ -126,7 +158,7 @@ class _FamilyChecker(BaseChecker):
         cls.msgs = {
             rule.pylint_msgid: ("%s", rule.symbol, rule.summary, {"scope": WarningScope.LINE})
             for rule in STATIC_RULES
-            if rule.family == cls.family
+            if rule.family == cls.family and rule.pylint_msgid
         }
 
     def open(self) -> None:
@@ -151,6 +183,12 @@ class _FamilyChecker(BaseChecker):
                 end_col_offset=finding.end_column,
                 args=(finding.message,),
             )
+
+
+class FileChecker(_FamilyChecker):
+    """KVL0xx: what kvlint could not do with the module (W7001: it did not analyse it)."""
+
+    family = 0
 
 
 class AttentionCallChecker(_FamilyChecker):

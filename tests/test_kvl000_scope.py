@@ -98,20 +98,21 @@ def test_a_deep_valid_file_is_skipped_with_a_warning_naming_it(files: dict[str, 
     assert f"kvlint: warning: {path}: skipped" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_flake8_skips_a_deep_valid_file_with_a_warning(files: dict[str, Path]) -> None:
-    """(pyflakes itself fails on such a file; under pylint, astroid fails before any plugin runs and
-    pylint reports its own astroid-error.)"""
+def test_flake8_skips_a_deep_valid_file_with_a_kvl001_naming_why(files: dict[str, Path]) -> None:
+    """The plugin's own report, in-process: flake8 itself drops every result of such a file, since pyflakes fails
+    on it (and says so, naming the file). Under pylint, astroid fails before any plugin runs and pylint reports its
+    own astroid-error."""
+    from kvlint.frontends.flake8_plugin import Plugin
+
     path = files["deep_sum.py"]
-    out = subprocess.run([sys.executable, "-m", "flake8", "--select", "KVL", str(path)],
-                         capture_output=True, text=True, check=False)
-    assert "KVL" not in out.stdout
-    assert f"kvlint: warning: {path}: skipped" in out.stderr
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert [(line, column, text) for line, column, text, _ in Plugin(None, lines, str(path)).run()] == [
+        (1, 0, "KVL001 kvlint did not analyse this file: valid Python nested deeper than kvlint's parser can follow")]
 
 
-def test_pylint_front_end_skips_a_module_it_cannot_walk_with_a_warning(monkeypatch: pytest.MonkeyPatch,
-                                                                      capsys: pytest.CaptureFixture) -> None:
+def test_pylint_front_end_skips_a_module_it_cannot_walk_with_a_kvl001(monkeypatch: pytest.MonkeyPatch) -> None:
     """pylint hands over a tree astroid built; if walking it exceeds the recursion limit, the kvlint checker
-    warns naming the module and reports nothing, instead of crashing pylint's run."""
+    reports only KVL001 (W7001) at line 1, naming why, instead of crashing pylint's run."""
     from astroid import MANAGER
     from astroid.builder import AstroidBuilder
 
@@ -122,8 +123,10 @@ def test_pylint_front_end_skips_a_module_it_cannot_walk_with_a_warning(monkeypat
 
     monkeypatch.setattr(families, "analyze", too_deep)
     module = AstroidBuilder(MANAGER).string_build("import torch_npu\n", modname="deep", path="deep_module.py")
-    assert families.module_findings(module) == []
-    assert "deep_module.py: skipped: valid Python nested deeper" in capsys.readouterr().err
+    [finding] = families.module_findings(module)
+    assert (finding.code, finding.line, finding.path.endswith("deep_module.py")) == ("KVL001", 1, True)
+    assert finding.message == ("kvlint did not analyse this file: valid Python nested deeper than kvlint's parser "
+                               "can follow")
 
 
 # --- what ast.parse accepts and CPython's compiler refuses, and where ---------------------------------------

@@ -104,14 +104,16 @@ def _python(code: str) -> list[str]:
 def _static_sections(entry: Rule) -> list[str]:
     doc = DOCS[entry.code]
     suppress = (
+        doc.suppression if doc.suppression else
         "Cannot be suppressed."
         if entry.code == "KVL000" else
         f"`# noqa: {entry.code}` or `# kvlint: disable={entry.symbol}` on the reported line; "
         f"`# pylint: disable={entry.symbol}` under pylint; `--ignore {entry.code}` or "
         f"`per-file-ignores` in the configuration."
     )
-    return ["## Example", "", *_python(doc.bad), "", "Use instead:", "", *_python(doc.good), "",
-            "## Autofix", "", _autofix(entry), "", "## Suppression", "", suppress]
+    example = (["None: the finding is about kvlint's run on the file, not about its code.", ""] if not doc.bad else
+               [*_python(doc.bad), "", "Use instead:", "", *_python(doc.good), ""])
+    return ["## Example", "", *example, "## Autofix", "", _autofix(entry), "", "## Suppression", "", suppress]
 
 
 def _probe_sections(entry: Rule) -> list[str]:

@@ -61,6 +61,8 @@ class RuleDoc:
     silent_note: str = ""
     runnable: bool = True
     """Probe rules: the examples run on the emulator (see the module docstring)."""
+    suppression: str = ""
+    """How to silence a static rule, where the usual comments and options do not apply (empty: they do)."""
 
 
 _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
@@ -115,6 +117,33 @@ DOCS: dict[str, RuleDoc] = {
                               url="https://docs.python.org/3/reference/grammar.html"),),
         no_fix="kvlint cannot guess the intended code. The finding cannot be suppressed either: a comment "
                "in a file that does not parse cannot be trusted.",
+    ),
+    "KVL001": RuleDoc(
+        what="Reports a file kvlint read and did not analyse, and why: its analysis went past the per-file "
+             "time limit (default 10 s of CPU) or memory limit (default 1 GiB of resident memory added to the "
+             "process), or it is valid code nested deeper than the parser can follow (a generated 2,500-term "
+             "sum). The limits are checked as the analysis goes, before each operator call's checks, so a "
+             "file past one stops within one call's worth of work; the run goes on with the next file. flake8 "
+             "and pylint report it at line 1, column 1 of the file (pylint: `W7001`), since a report is all "
+             "their users read. The `kvlint` command says it in its own places instead, and keeps its exit "
+             "status that of the findings: a `kvlint: warning: m.py: skipped: ...` line on standard error and "
+             "an `incomplete results` line at the end, `::warning` with `--format github`, and with "
+             "`--format sarif` `executionSuccessful: false` and a notification on the file. pylint's SARIF "
+             "reporter (`kvlint.reporters.SarifReporter`) does the same with `W7001`.",
+        why="Every rule is silent on a file kvlint did not analyse, so a clean report would claim more than "
+            "kvlint checked. A limit keeps one generated file (an unrolled model, an exported graph) from "
+            "stalling a pre-commit hook or a CI job.",
+        bad="",
+        good="",
+        references=(Reference("SARIF 2.1.0: invocation objects (executionSuccessful, toolExecutionNotifications)",
+                              url="https://docs.oasis-open.org/sarif/sarif/v2.1.0/os/sarif-v2.1.0-os.html"),),
+        no_fix="Nothing in the file is wrong. Raise the limit, or turn it off with 0 or none: "
+               "`--file-time-limit 2min` / `--file-memory-limit 4GiB` (`file-time-limit`, `file-memory-limit` "
+               "in `[tool.kvlint]`); `--kvlint-file-time-limit` / `--kvlint-file-memory-limit` for flake8 "
+               "(also in `[flake8]`) and pylint (also in its rc file).",
+        suppression="flake8: `extend-ignore = KVL001` or `per-file-ignores` for the file; pylint: "
+                    "`--disable=file-not-analysed`. Source comments do not apply to a file kvlint did not "
+                    "analyse, and the `kvlint` command always names such a file.",
     ),
     "KVL101": RuleDoc(
         what="Reports a keyword argument that the resolved operator's schema does not have, and names the "

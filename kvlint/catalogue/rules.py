@@ -1,8 +1,8 @@
 """The rule catalogue: one row per rule, used by every front-end, the documentation and the probe.
 
 Codes and symbols are a public contract. pylint message ids are derived: ``KVL<f><nn>`` ->
-``<E|W>7<f><nn>`` (checker id 71 for family 1, 72 for 2, 73 for 3). Family 0 (``KVL000``, the file does
-not parse) and family 5 (the runtime probe) have no pylint message.
+``<E|W>7<f><nn>`` (checker id 70 for family 0, 71 for family 1, 72 for 2, 73 for 3). ``KVL000`` (the file does
+not parse; pylint reports that itself) and family 5 (the runtime probe) have no pylint message.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ class Rule:
     summary: str
     fixable: bool = False
     """``kvlint --fix`` has a certain rewrite for it (``kvlint.fix.rewrite``)."""
+    about_code: bool = True
+    """False for a rule about kvlint's run on a file rather than its code (KVL001: the file was not analysed):
+    no fixture or page example can show it; tests/test_file_limits.py does."""
 
     @property
     def family(self) -> int:
@@ -31,7 +34,7 @@ class Rule:
 
     @property
     def pylint_msgid(self) -> str | None:
-        if self.family not in (1, 2, 3):
+        if self.family not in (0, 1, 2, 3) or self.code == "KVL000":
             return None
         letter = "E" if self.severity == ERROR else "W"
         return f"{letter}7{self.family}{self.code[4:]}"
@@ -43,6 +46,9 @@ class Rule:
 
 _TABLE: tuple[Rule, ...] = (
     Rule("KVL000", "syntax-error", ERROR, "the file could not be parsed"),
+    Rule("KVL001", "file-not-analysed", WARNING,
+         "kvlint read the file but did not analyse it: past the per-file time or memory limit, or nested deeper "
+         "than its parser can follow", about_code=False),
     Rule("KVL101", "fa-unknown-keyword", ERROR,
          "a keyword the operator's schema does not have (raises RuntimeError at run time)"),
     Rule("KVL102", "fa-version-mix", ERROR,

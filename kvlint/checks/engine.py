@@ -17,17 +17,22 @@ from kvlint.analysis.memo import forget
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.analysis.walk import nodes_of
 from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
+from kvlint.checks.limits import LimitExceeded, Meter
 from kvlint.checks.signature import alias_issue
 
 
-def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
-    """Every finding in an astroid module, sorted by position."""
+def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTINGS,
+            meter: Meter | None = None) -> list[Finding]:
+    """Every finding in an astroid module, sorted by position. Raises ``Unanalysable`` when the analysis goes
+    past ``settings.limits`` (``meter``: the limits already running since the file was read)."""
+    meter = meter or Meter(settings.limits)
     try:
         issues: list[Issue] = []
         for call in nodes_of(module, nodes.Call):
             found = call_site(call, settings.extra_fa_wrappers)
             if found is None:
                 continue
+            meter.check()
             site, alias = found
             if alias:
                 issues.append(alias_issue(site))
@@ -35,19 +40,32 @@ def analyze(module: nodes.Module, path: str, settings: Settings = DEFAULT_SETTIN
             for check in CALL_CHECKS:
                 issues.extend(check(site))
         for module_check in MODULE_CHECKS:
+            meter.check()
             issues.extend(module_check(module, settings))
         return sorted({issue.at(path) for issue in issues})
+    except LimitExceeded as exceeded:
+        raise Unanalysable(path, str(exceeded)) from None
     finally:
         forget()
 
 
-class Unanalysable(Exception):
-    """Valid Python that kvlint cannot analyse: nested deeper than astroid's recursion limit (a
-    generated 2,500-term sum). CPython runs such a file, so it is no KVL000: the front-ends skip it with
-    a warning naming the file."""
+TOO_DEEP = "valid Python nested deeper than kvlint's parser can follow"
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"{path}: skipped: valid Python nested deeper than kvlint's parser can follow")
+
+class Unanalysable(Exception):
+    """Valid Python that kvlint does not analyse: nested deeper than astroid's recursion limit (a generated
+    2,500-term sum), or past the per-file time or memory limit (``kvlint.checks.limits``). CPython runs such
+    a file, so it is no KVL000: the front-ends skip it with a warning naming the file and why."""
+
+    def __init__(self, path: str, why: str = TOO_DEEP) -> None:
+        super().__init__(f"{path}: skipped: {why}")
+        self.path = path
+        self.why = why
+
+    def finding(self) -> Finding:
+        """The KVL001 the flake8 and pylint front-ends report for the file, at 1:1: a report is all their users
+        read (the kvlint command says it in its own channels instead)."""
+        return Finding(self.path, 1, 0, 1, 0, "KVL001", f"kvlint did not analyse this file: {self.why}")
 
 
 def cpython_refusal(source: str | bytes, path: str) -> Exception | None:
@@ -102,9 +120,11 @@ def build_tree(source: str, path: str) -> nodes.Module:
 
 def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
     """Lint one file's text. A file that does not parse, or that CPython's compiler refuses, gives one KVL000
-    finding; valid code astroid cannot build or kvlint cannot walk raises Unanalysable."""
+    finding; valid code astroid cannot build or kvlint cannot walk, or whose analysis goes past
+    ``settings.limits`` (counted from here: the tree's build counts), raises Unanalysable."""
     if not may_have_findings(source, settings):
         return []
+    meter = Meter(settings.limits)
     try:
         module = build_tree(source, path)
     except AstroidSyntaxError as error:
@@ -121,6 +141,6 @@ def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -
     if refusal is not None:
         return [refused(path, refusal)]
     try:
-        return analyze(module, path, settings)
+        return analyze(module, path, settings, meter)
     except RecursionError as error:
         raise Unanalysable(path) from error

@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.settings import Settings
+from kvlint.analysis.settings import (
+    DEFAULT_FILE_MEMORY_LIMIT,
+    DEFAULT_FILE_TIME_LIMIT,
+    Settings,
+    format_seconds,
+    format_size,
+)
 from kvlint.catalogue.rules import FIXABLE
 from kvlint.console import quiet_on_broken_pipe
-from kvlint.frontends.config import Config, ConfigError, check_code, find_config, load_config
+from kvlint.frontends.config import (
+    Config,
+    ConfigError,
+    check_code,
+    find_config,
+    load_config,
+    parse_memory_limit,
+    parse_time_limit,
+)
 from kvlint.frontends.heap import freeze_astroid_bootstrap
 from kvlint.frontends.output import FIXABLE_MARK, FORMATS, SourceLines, format_text, in_characters, render, statistics
 from kvlint.frontends.runner import (
@@ -80,6 +95,23 @@ def _jobs(value: str) -> int:
     return jobs
 
 
+def _limit(parse: Callable[[str, str], object], option: str) -> Callable[[str], object]:
+    """An argparse type from a configuration parser: a bad value is a usage error naming the option."""
+
+    def convert(value: str) -> object:
+        try:
+            return parse(value, option)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix(f"{option}: ")) from None
+
+    convert.__name__ = option.lstrip("-")
+    return convert
+
+
+_UNSET = object()
+"""The default of an option whose configured value applies when it is not given."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kvlint",
@@ -118,6 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="lint N files in parallel")
     parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
+    limits = parser.add_argument_group("per-file limits (a file past one is skipped with a warning; 0 or none: "
+                                       "no limit)")
+    limits.add_argument("--file-time-limit", type=_limit(parse_time_limit, "--file-time-limit"), default=_UNSET,
+                        metavar="TIME", help="CPU time analysing one file may take (default: "
+                        f"{format_seconds(DEFAULT_FILE_TIME_LIMIT)}; 500ms, 2min)")
+    limits.add_argument("--file-memory-limit", type=_limit(parse_memory_limit, "--file-memory-limit"),
+                        default=_UNSET, metavar="SIZE",
+                        help="resident memory analysing one file may add to the process (default: "
+                             f"{format_size(DEFAULT_FILE_MEMORY_LIMIT)}; 512MiB, 2GB)")
     fixing = parser.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true",
                         help="apply the safe fixes (KVL102, KVL112, KVL301) in place, until nothing changes, then "
@@ -223,7 +264,7 @@ def _main(argv: Sequence[str] | None) -> int:
     configured_ignore = list(config.ignore) if args.select is None and args.ignore is None else []
     extended = _flat(args.extend_select)
     asked = [*(_flat(args.select) or []), *extended]
-    settings = config.settings()
+    settings = _with_limits(config.settings(), args)
     overruled: dict[str, str] = {}
 
     def keep(finding: Finding) -> bool:
@@ -253,6 +294,16 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"kvlint: warning: {code} is selected on the command line, but per-file-ignores of {config.source} "
               f"turn it off for {path} (and any other file they match)", file=sys.stderr)
     return status
+
+
+def _with_limits(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The configured per-file limits, replaced by those the command line gives."""
+    limits = settings.limits
+    if args.file_time_limit is not _UNSET:
+        limits = replace(limits, seconds=args.file_time_limit)
+    if args.file_memory_limit is not _UNSET:
+        limits = replace(limits, memory=args.file_memory_limit)
+    return replace(settings, limits=limits)
 
 
 def _specificity(code: str, patterns: Sequence[str]) -> int:

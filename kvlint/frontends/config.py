@@ -8,8 +8,10 @@ the nearest folder above it that has one (pyproject.toml wins in one folder), or
 Keys: ``select``, ``ignore`` (codes or prefixes of existing rules), ``per-file-ignores`` (glob -> codes),
 ``exclude`` / ``extend-exclude`` (glob patterns of paths a folder search leaves out: ``exclude`` replaces the
 default list, ``extend-exclude`` adds to it), ``kv-len-names`` (replaces the default names of the runner's KV
-length variable), ``extra-fa-wrappers`` (dotted name of a user's wrapper -> the operator it stands for). Any
-other key is an error that names the key and the file.
+length variable), ``extra-fa-wrappers`` (dotted name of a user's wrapper -> the operator it stands for),
+``file-time-limit`` / ``file-memory-limit`` (how much analysing one file may cost before it is skipped with a
+warning: ``10s``, ``1GiB``; ``0`` or ``none`` turns a limit off). Any other key is an error that names the key
+and the file.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, Settings
+from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, FileLimits, Settings
+from kvlint.budget.units import BudgetError, parse_size
 from kvlint.catalogue.operators import OPERATORS
 from kvlint.catalogue.rules import RULES
 
@@ -34,8 +37,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-KEYS = ("select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "kv-len-names", "extra-fa-wrappers")
+KEYS = ("select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "kv-len-names", "extra-fa-wrappers",
+        "file-time-limit", "file-memory-limit")
 _CODE_OR_PREFIX = re.compile(r"^KVL\d{0,3}$")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min)?\s*")
+_SECONDS_PER = {"ms": 0.001, "s": 1.0, "min": 60.0, None: 1.0}
+_NO_LIMIT = ("0", "none")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -53,13 +60,15 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     kv_len_names: tuple[str, ...] = DEFAULT_KV_LEN_NAMES
     extra_fa_wrappers: Mapping[str, str] = field(default_factory=dict)
+    limits: FileLimits = FileLimits()
     source: str | None = None
     """The file the configuration came from (None: defaults)."""
     root: str = "."
     """The folder per-file-ignores patterns are relative to (the configuration file's folder)."""
 
     def settings(self) -> Settings:
-        return Settings(kv_len_names=self.kv_len_names, extra_fa_wrappers=dict(self.extra_fa_wrappers))
+        return Settings(kv_len_names=self.kv_len_names, extra_fa_wrappers=dict(self.extra_fa_wrappers),
+                        limits=self.limits)
 
     def ignored_for(self, path: str) -> tuple[str, ...]:
         """Codes or prefixes that per-file-ignores turns off for ``path``."""
@@ -169,6 +178,41 @@ def parse_wrappers(value: object, where: str) -> dict[str, str]:
     return wrappers
 
 
+def parse_time_limit(value: object, where: str) -> float | None:
+    """A per-file time limit in seconds: ``10s``, ``500ms``, ``2min``, a bare number of seconds (``10``, also
+    a TOML number); ``0`` or ``none``: no limit (None)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(value) if isinstance(value, str) else None
+        if isinstance(value, str) and value.strip().lower() in _NO_LIMIT:
+            return None
+        if match is None:
+            raise ConfigError(f"{where}: invalid time limit {value!r}: expected a duration such as 10s, 500ms or "
+                              "2min, or 0 / none for no limit")
+        seconds = float(match.group(1)) * _SECONDS_PER[match.group(2)]
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{where}: invalid time limit {value!r}: expected a duration of 0 s or more")
+    return seconds or None
+
+
+def parse_memory_limit(value: object, where: str) -> int | None:
+    """A per-file memory limit in bytes: ``1GiB``, ``512MiB``, ``2GB`` (binary and decimal units, as
+    ``kvlint-budget`` reads sizes; a bare number is bytes, also a TOML integer); ``0`` or ``none``: no limit
+    (None)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value or None
+    if isinstance(value, str) and value.strip().lower() in _NO_LIMIT:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: invalid memory limit {value!r}: expected a size such as 1GiB or 512MiB, "
+                          "or 0 / none for no limit")
+    try:
+        return parse_size(value) or None
+    except BudgetError as error:
+        raise ConfigError(f"{where}: {error} (or 0 / none for no limit)") from None
+
+
 def ignored_for(path: str, per_file_ignores: Sequence[tuple[str, Sequence[str]]], root: str) -> tuple[str, ...]:
     """flake8's matching: a pattern matches the file's base name or its path relative to ``root``."""
     if not per_file_ignores:
@@ -189,6 +233,7 @@ def ignored_for(path: str, per_file_ignores: Sequence[tuple[str, Sequence[str]]]
 
 def _build(table: Mapping[str, object], source: Path, section: str) -> Config:
     values: dict[str, object] = {}
+    limits: dict[str, float | int | None] = {}
     for key, value in table.items():
         where = f"{source}: [{section}] {key}"
         if key not in KEYS:
@@ -203,9 +248,13 @@ def _build(table: Mapping[str, object], source: Path, section: str) -> Config:
             values[key.replace("-", "_")] = parse_patterns(value, where)
         elif key == "kv-len-names":
             values["kv_len_names"] = parse_names(value, where)
-        else:
+        elif key == "extra-fa-wrappers":
             values["extra_fa_wrappers"] = parse_wrappers(value, where)
-    return Config(**values, source=str(source), root=str(source.parent))
+        elif key == "file-time-limit":
+            limits["seconds"] = parse_time_limit(value, where)
+        else:
+            limits["memory"] = parse_memory_limit(value, where)
+    return Config(**values, limits=FileLimits(**limits), source=str(source), root=str(source.parent))
 
 
 def _read_toml(path: Path) -> dict:

@@ -4,9 +4,12 @@ flake8 hands over the file's lines; the engine parses them with astroid. flake8 
 do not parse (E999, and then runs no plugin) and handles ``# noqa``, ``--select``, ``--extend-ignore`` and
 ``--per-file-ignores``; the plugin's KVL000 reports the files ``ast.parse`` accepts and CPython's compiler
 refuses (a call repeating a keyword, ``return`` outside a function).
-The plugin adds two options (command line or ``[flake8]`` in setup.cfg / tox.ini / .flake8):
-``--kv-len-names`` and ``--extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``,
-several separated by commas or newlines). ``# kvlint: disable=...`` comments are honoured as in the CLI, and
+The plugin adds four options (command line or ``[flake8]`` in setup.cfg / tox.ini / .flake8):
+``--kv-len-names``, ``--extra-fa-wrappers`` (``mypkg.ops.fa = npu_fused_infer_attention_score_v2``,
+several separated by commas or newlines), and the per-file limits ``--kvlint-file-time-limit`` (default
+``60 s``) and ``--kvlint-file-memory-limit`` (``1 GiB``; ``0`` or ``none``: no limit). A file kvlint does not
+analyse (past a limit, or nested deeper than its parser can follow) gets one ``KVL001`` at 1:1 naming why, and
+flake8 goes on with the next file. ``# kvlint: disable=...`` comments are honoured as in the CLI, and
 so is ``# noqa: kvl102`` in lower case (flake8 itself compares codes case-sensitively), unless flake8 runs
 with ``--disable-noqa``. A ``# kvlint:`` comment naming no rule is a warning on standard error.
 
@@ -27,9 +30,18 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from kvlint import __version__
-from kvlint.analysis.settings import DEFAULT_KV_LEN_NAMES, DEFAULT_SETTINGS, Settings
+from kvlint.analysis.settings import (
+    DEFAULT_FILE_MEMORY_LIMIT,
+    DEFAULT_FILE_TIME_LIMIT,
+    DEFAULT_KV_LEN_NAMES,
+    DEFAULT_SETTINGS,
+    FileLimits,
+    Settings,
+    format_seconds,
+    format_size,
+)
 from kvlint.catalogue.rules import STATIC_RULES
-from kvlint.frontends.config import ConfigError, parse_names, parse_wrappers
+from kvlint.frontends.config import ConfigError, parse_memory_limit, parse_names, parse_time_limit, parse_wrappers
 
 
 def _checked(parse: Callable[[str, str], object], option: str) -> Callable[[str], object]:
@@ -81,14 +93,34 @@ class Plugin:
             default="", metavar="WRAPPERS",
             help="your own wrappers to treat as an operator: 'mypkg.ops.fa = npu_fused_infer_attention_score_v2'",
         )
+        parser.add_option(
+            "--kvlint-file-time-limit", parse_from_config=True,
+            type=_checked(parse_time_limit, "--kvlint-file-time-limit"),
+            default=format_seconds(DEFAULT_FILE_TIME_LIMIT), metavar="TIME",
+            help="CPU time kvlint's analysis of one file may take before the file is skipped with a warning "
+                 "(500ms, 2min; 0 or none: no limit)",
+        )
+        parser.add_option(
+            "--kvlint-file-memory-limit", parse_from_config=True,
+            type=_checked(parse_memory_limit, "--kvlint-file-memory-limit"),
+            default=format_size(DEFAULT_FILE_MEMORY_LIMIT), metavar="SIZE",
+            help="resident memory kvlint's analysis of one file may add before the file is skipped with a "
+                 "warning (512MiB, 2GB; 0 or none: no limit)",
+        )
 
     @classmethod
     def parse_options(cls, options: argparse.Namespace) -> None:
         names = options.kv_len_names
         wrappers = options.extra_fa_wrappers
+        seconds = options.kvlint_file_time_limit
+        memory = options.kvlint_file_memory_limit
         cls.settings = Settings(
             kv_len_names=tuple(names) if not isinstance(names, str) else parse_names(names, "--kv-len-names"),
             extra_fa_wrappers=dict(wrappers) if not isinstance(wrappers, str) else parse_wrappers(wrappers, ""),
+            limits=FileLimits(
+                seconds=parse_time_limit(seconds, "--kvlint-file-time-limit") if isinstance(seconds, str) else seconds,
+                memory=parse_memory_limit(memory, "--kvlint-file-memory-limit") if isinstance(memory, str) else memory,
+            ),
         )
         cls.honour_noqa = not getattr(options, "disable_noqa", False)
         cls.analyses = reports_any_kvlint_code(options)
@@ -106,7 +138,8 @@ class Plugin:
         try:
             findings = lint_source(source, self.filename, self.settings)
         except Unanalysable as skipped:
-            print(f"kvlint: warning: {skipped}", file=sys.stderr)
+            finding = skipped.finding()
+            yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)
             return
         freeze_astroid_bootstrap()
         if findings or "kvlint:" in source.lower():

@@ -2,7 +2,9 @@
 
 The SARIF log is built by ``kvlint.frontends.output.SarifLog``, as for ``kvlint --format sarif``, so kvlint's
 results are the same from both. pylint's own messages (when they are enabled) become results too, with
-rule descriptors built from pylint's message definitions. Combine with another format as pylint allows:
+rule descriptors built from pylint's message definitions. A module kvlint did not analyse (``W7001
+file-not-analysed``) is no result: as in ``kvlint --format sarif``, it is a warning notification on the file, and
+the run's invocation is marked unsuccessful. Combine with another format as pylint allows:
 ``--output-format=text,kvlint.reporters.SarifReporter:kvlint.sarif``.
 """
 
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pylint.reporters.base_reporter import BaseReporter
 
-from kvlint.catalogue.rules import STATIC_RULES
+from kvlint.catalogue.rules import RULES, STATIC_RULES
 from kvlint.frontends.output import RuleDescriptor, SarifLog
 
 if TYPE_CHECKING:
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from pylint.reporters.ureports.nodes import Section
 
 _RULE_BY_MSGID = {rule.pylint_msgid: rule for rule in STATIC_RULES if rule.pylint_msgid}
+_NOT_ANALYSED = RULES["KVL001"].pylint_msgid
 _PYLINT_LEVEL = {"F": "error", "E": "error", "W": "warning"}
 
 
@@ -38,6 +41,9 @@ class SarifReporter(BaseReporter):
         path = msg.abspath or msg.path
         end_line = msg.end_line if msg.end_line is not None else msg.line
         end_column = msg.end_column if msg.end_column is not None else msg.column
+        if msg.msg_id == _NOT_ANALYSED:
+            self.log.skipped.append((path, f"{msg.path}: {msg.msg}"))
+            return
         rule = _RULE_BY_MSGID.get(msg.msg_id)
         if rule is not None:
             level = "error" if rule.severity == "error" else "warning"
