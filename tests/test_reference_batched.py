@@ -1,15 +1,15 @@
 """The fast paths give what the naive float64 model (tests/naive_attention.py) gives, in the cases where they
 could differ from the per-batch path: a decode of every batch at once (ragged lengths, GQA, block tables that
 are shuffled, consecutive runs, repeated blocks, unused NaN blocks, partly filled last blocks, a NaN in one
-block), and a prefill in one or two kernel calls (causal with more keys than rows, fewer keys than rows, a
-learnable sink).
+block, ATB's paged attention), and a prefill in one or two kernel calls (causal with more keys than rows,
+fewer keys than rows, a learnable sink).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from kvlint.runtime_probe.reference import batched_decode
+from kvlint.runtime_probe.reference import atb, batched_decode
 from kvlint.runtime_probe.reference.operators import fused_infer_attention_score, fused_infer_attention_score_v2
 
 from tests.naive_attention import allowed_matrix, naive_attention
@@ -152,3 +152,17 @@ def test_prefill_in_one_or_two_kernel_calls_is_the_causal_softmax(mode: int, q_l
     want_out, want_lse = spec(q, [k[0]], [v[0]], mode=mode, sink=sinks)
     torch.testing.assert_close(out.double(), want_out, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(lse[..., 0].double(), want_lse, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_atb_paged_attention_of_every_sequence_at_once_is_the_softmax_over_its_keys(name: str) -> None:
+    """``_npu_paged_attention``'s token-major [blocks, block_size, N, D] caches; a sequence without context
+    gives 0."""
+    table, lengths = TABLES[name]
+    key_cache, value_cache, table, keys, values = paged(table, lengths, blocks=16)
+    token_major = [cache.transpose(1, 2).contiguous() for cache in (key_cache, value_cache)]
+    q = rand(len(lengths), HEADS, 1, D, seed=1)
+    out = torch.full((len(lengths), HEADS, D), NAN)
+    atb.paged_attention(q[:, :, 0], *token_major, KV_HEADS, HEADS, D**-0.5, table, torch.tensor(lengths), out)
+    want, _ = spec(q, keys, values)
+    torch.testing.assert_close(out.double(), want[:, :, 0], rtol=1e-5, atol=1e-5)

@@ -188,31 +188,35 @@ def _runs(full: list[tuple[int, int]]) -> tuple[list[list[tuple[int, int]]], lis
 
 def _combine(pieces: list[_Piece], batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per batch: the log-sum-exp of its pieces' lse, and their outputs weighted by exp(lse - total). The
-    entries are laid out as a (batch, most entries of a batch) grid, padded with an entry of lse -inf and
-    output 0, so that the sums are dense ones (an index_add over entries is many times slower)."""
-    if len(pieces) == 1 and torch.equal(pieces[0].owners, torch.arange(batch)):
-        return pieces[0].out, pieces[0].lse
+    entries are laid out as a (batch, most entries of a batch) grid, padded when batches have different
+    counts with an entry of lse -inf and output 0, so that the sums are dense ones (an index_add over the
+    entries is many times slower)."""
     first = pieces[0]
+    if len(pieces) == 1 and torch.equal(first.owners, torch.arange(batch)):
+        return first.out, first.lse
     owners = torch.cat([piece.owners for piece in pieces])
-    entries = len(owners)
-    out = torch.cat([piece.out for piece in pieces] + [torch.zeros_like(first.out[:1])]).flatten(1, 2)
-    lse = torch.cat([piece.lse for piece in pieces] + [torch.full_like(first.lse[:1], -torch.inf)]).flatten(1)
     counts = torch.bincount(owners, minlength=batch)
+    padded = bool((counts != counts[0]).any())
+    outs, lses = [piece.out for piece in pieces], [piece.lse for piece in pieces]
+    if padded:
+        outs.append(torch.zeros_like(first.out[:1]))
+        lses.append(torch.full_like(first.lse[:1], -torch.inf))
+    out = torch.cat(outs) if len(outs) > 1 else outs[0]  # (entries, N, R, Dv)
+    lse = torch.cat(lses) if len(lses) > 1 else lses[0]
     order = torch.argsort(owners, stable=True)
     grouped = owners[order]
-    slot = torch.arange(entries) - (torch.cumsum(counts, 0) - counts)[grouped]
-    grid = torch.full((batch, int(counts.max())), entries, dtype=torch.long)
+    slot = torch.arange(len(owners)) - (torch.cumsum(counts, 0) - counts)[grouped]
+    grid = torch.full((batch, int(counts.max())), len(owners), dtype=torch.long)
     grid[grouped, slot] = order
     grid = grid.to(out.device)
-    scores = lse[grid]  # (B, n, N * R)
+    scores = lse[grid]  # (B, n, N, R)
     top = scores.amax(1)
     top = torch.where(torch.isinf(top), 0.0, top)
     weights = torch.exp(scores - top.unsqueeze(1))
     denominator = weights.sum(1)
     values = torch.index_select(out, 0, grid.flatten()).view(*grid.shape, *out.shape[1:])
-    total = torch.einsum("bnh,bnhd->bhd", weights, values)
+    total = torch.einsum("bnkr,bnkrd->bkrd", weights, values)
     seen = denominator != 0  # a row whose every score is -inf: 0 and lse +inf, as online_softmax gives it
     safe = torch.where(seen, denominator, 1.0)
     result = torch.where(seen.unsqueeze(-1), total / safe.unsqueeze(-1), 0.0)
-    lse_out = torch.where(seen, top + torch.log(safe), torch.inf)
-    return result.view(batch, *first.out.shape[1:]), lse_out.view(batch, *first.lse.shape[1:])
+    return result, torch.where(seen, top + torch.log(safe), torch.inf)
