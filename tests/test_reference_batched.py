@@ -166,3 +166,19 @@ def test_atb_paged_attention_of_every_sequence_at_once_is_the_softmax_over_its_k
     atb.paged_attention(q[:, :, 0], *token_major, KV_HEADS, HEADS, D**-0.5, table, torch.tensor(lengths), out)
     want, _ = spec(q, keys, values)
     torch.testing.assert_close(out.double(), want[:, :, 0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", [torch.inference_mode, torch.no_grad, torch.enable_grad])
+def test_the_fast_paths_give_the_same_numbers_under_every_grad_mode(mode: type) -> None:
+    """inference_mode, no_grad and autograd enabled: a decode over a shared-prefix table and a causal prefill."""
+    table, lengths = TABLES["repeated blocks"]
+    key_cache, value_cache, table, keys, values = paged(table, lengths, blocks=16)
+    q = rand(len(lengths), HEADS, 1, D, seed=1)
+    prompt = rand(1, HEADS, 6, D, seed=5)
+    with mode():
+        decoded, _ = paged_decode(q, key_cache, value_cache, table, lengths)
+        prefilled, _ = fused_infer_attention_score(prompt, keys[0][None], values[0][None], num_heads=HEADS,
+                                                   num_key_value_heads=KV_HEADS, input_layout="BNSD", scale=D**-0.5,
+                                                   sparse_mode=3, atten_mask=TEMPLATE)  # fmt: skip
+    torch.testing.assert_close(decoded.double(), spec(q, keys, values)[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(prefilled.double(), spec(prompt, [keys[0]], [values[0]], mode=3)[0], rtol=1e-5, atol=1e-5)
