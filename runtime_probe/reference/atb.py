@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from kvlint.runtime_probe.reference import batched_decode
 from kvlint.runtime_probe.reference.attention_call import compute_dtype
 from kvlint.runtime_probe.reference.masks import UNBOUNDED, Band
 from kvlint.runtime_probe.reference.online_softmax import BatchProblem, attend
@@ -102,9 +103,34 @@ def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: t
     if any(n > block_table.shape[1] * block_size for n in lengths):
         raise ValueError(f"{op}: context_lens={lengths} exceed block_table's {block_table.shape[1]} blocks")
 
+    if not nz and _decode_all(q, key_cache, value_cache, block_table, block_size, lengths, num_kv_heads,
+                              float(scale_value), out):  # fmt: skip
+        return
     spans = [(b, b + 1) for b in range(len(lengths))]
     _solve(q, out, spans, lengths, read, num_heads, num_kv_heads, scale_value, [FULL] * len(spans),
            [None] * len(spans))  # fmt: skip
+
+
+def _decode_all(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_table: torch.Tensor,
+                block_size: int, lengths: list[int], kv_heads: int, scale: float, out: torch.Tensor) -> bool:  # fmt: skip
+    """Every sequence at once (``batched_decode``) from ND caches; False when that path does not apply (another
+    compute dtype, key and value head sizes that differ) or a result is not finite."""
+    dtype = compute_dtype(q.dtype)
+    out_view = _heads(out, q.shape[1], "out")
+    if not batched_decode.available(q, dtype) or out_view.shape[-1] != q.shape[-1]:
+        return False
+    chosen = [b for b, n in enumerate(lengths) if n]
+    if chosen:
+        blocks = key_cache.shape[0]
+        caches = [cache.view(blocks, block_size, kv_heads, -1).transpose(1, 2) for cache in (key_cache, value_cache)]
+        query = q[chosen].to(dtype).view(len(chosen), kv_heads, q.shape[1] // kv_heads, -1)
+        kv = batched_decode.PagedKV(*caches, block_table[chosen], block_size)
+        result = batched_decode.attend(query, kv, [lengths[b] for b in chosen], scale)
+        if result is None:
+            return False
+        out_view[chosen] = result[0].reshape(len(chosen), q.shape[1], -1).to(out.dtype)
+    out_view[[b for b, n in enumerate(lengths) if not n]] = 0
+    return True
 
 
 def _sequence_spans(seq_len: torch.Tensor, tokens: int, op: str) -> list[tuple[int, int]]:

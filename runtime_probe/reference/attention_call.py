@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+from kvlint.runtime_probe.reference import batched_decode
+from kvlint.runtime_probe.reference.batched_decode import ContiguousKV, PagedKV
 from kvlint.runtime_probe.reference.layouts import (
     Layout,
     batch_lengths,
@@ -98,6 +100,8 @@ class _Batches:
     kv_lens: list[int]
     read_key: Reader
     read_value: Reader
+    kv: ContiguousKV | PagedKV | None
+    """The plain (float, no rope, prefix or antiquant) keys and values themselves, for ``batched_decode``."""
 
 
 _differentiable = contextvars.ContextVar("differentiable_attention", default=False)
@@ -151,7 +155,14 @@ def _attention(
     sparse_mode, pre_tokens, next_tokens, mask = _geometry(call, single_token)
     masks = _user_masks(mask, sparse_mode, single_token, len(batches.q_lens), heads if call.mask_per_head else None)
     pses = _pse_shift(call.pse, len(batches.q_lens), heads, layout)
+    bands = [band(sparse_mode, pre_tokens, next_tokens, q_len, kv_len, masks is not None)
+             for q_len, kv_len in zip(batches.q_lens, batches.kv_lens)]  # fmt: skip
+    done = set()
+    if masks is None and pses is None and call.sink is None and not _differentiable.get():
+        done = _decode_all(batches, bands, heads, kv_heads, float(call.scale), dtype)
     for b, (q_len, kv_len) in enumerate(zip(batches.q_lens, batches.kv_lens)):
+        if b in done:
+            continue
         batch_mask = None if masks is None else masks[b if masks.shape[0] > 1 else 0]
         batch_pse = None if pses is None else pses[b if pses.shape[0] > 1 else 0]
         for name, extra in (("atten_mask", batch_mask), ("pse_shift", batch_pse)):
@@ -166,7 +177,7 @@ def _attention(
             heads=heads,
             kv_heads=kv_heads,
             scale=float(call.scale),
-            band=band(sparse_mode, pre_tokens, next_tokens, q_len, kv_len, batch_mask is not None),
+            band=bands[b],
             mask=batch_mask,
             pse=batch_pse,
             sink=call.sink,
@@ -176,6 +187,40 @@ def _attention(
         else:
             attend(problem, batches.outputs[b], None if batches.lses is None else batches.lses[b], dtype)
     return out, lse
+
+
+def _decode_all(batches: _Batches, bands: list, heads: int, kv_heads: int, scale: float,
+                dtype: torch.dtype) -> set[int]:  # fmt: skip
+    """The batches whose query rows see every key of the batch, all at once (``batched_decode``, float32): the
+    indices of those written. Every batch written has the same query length and some keys; the others (and all
+    of them when a result is not finite) are left to the per-batch path."""
+    if batches.kv is None or not batched_decode.available(batches.queries[0], dtype):
+        return set()
+    chosen = [b for b, (q_len, kv_len, geometry) in enumerate(zip(batches.q_lens, batches.kv_lens, bands))
+              if q_len and kv_len and geometry.covers((0, q_len), (0, kv_len))]  # fmt: skip
+    q_len = batches.q_lens[chosen[0]] if chosen else 0
+    if not chosen or any(batches.q_lens[b] != q_len for b in chosen):
+        return set()
+    kv = batches.kv
+    if isinstance(kv, ContiguousKV):
+        stacked = kv.stacked if len(chosen) == len(batches.q_lens) else None
+        kv = ContiguousKV([kv.keys[b] for b in chosen], [kv.values[b] for b in chosen], stacked)
+    else:
+        kv = PagedKV(kv.key_cache, kv.value_cache, kv.table[chosen], kv.block_size)
+    if kv.keys[0].shape[-1] != kv.values[0].shape[-1] if isinstance(kv, ContiguousKV) else \
+            kv.key_cache.shape[-1] != kv.value_cache.shape[-1]:  # fmt: skip
+        return set()  # the kernel needs one head size: the per-batch path pads
+    query = torch.stack([batches.queries[b][:, :q_len] for b in chosen]).to(dtype)
+    query = query.view(len(chosen), kv_heads, (heads // kv_heads) * q_len, -1)
+    result = batched_decode.attend(query, kv, [batches.kv_lens[b] for b in chosen], scale)
+    if result is None:
+        return set()
+    out, lse = result
+    for i, b in enumerate(chosen):
+        batches.outputs[b][:, :q_len] = out[i].reshape(heads, q_len, -1).to(batches.outputs[b].dtype)
+        if batches.lses is not None:
+            batches.lses[b][:, :q_len] = lse[i].reshape(heads, q_len).to(batches.lses[b].dtype)
+    return set(chosen)
 
 
 def _geometry(call: AttentionCall, single_token: bool) -> tuple[int, int, int, torch.Tensor | None]:
@@ -282,16 +327,19 @@ def _batches(
         q_lens = batch_lengths(None if single_token_ignores_lengths else call.q_lengths, batch, q_seq, q_name)
     key_params, value_params = _dequant_params(key, value, call, layout, kv_heads, dtype)
     readers = _paged_readers if call.block_table is not None else _contiguous_readers
-    kv_lens, read_key, read_value = readers(
+    kv_lens, read_key, read_value, kv = readers(
         key, value, call, layout, len(q_lens), kv_heads, dtype, key_params, value_params
     )
+    if key_params is not None or value_params is not None or call.key_rope is not None:
+        kv = None
     prefix = _shared_prefix(key, call, layout, kv_heads)
-    if prefix is not None:  # the batch's KV is concat(prefix, own KV); the geometry uses S2 = P + Skv_b
+    if prefix is not None:
+        kv = None  # the batch's KV is concat(prefix, own KV); the geometry uses S2 = P + Skv_b
         key_prefix, value_prefix = prefix
         kv_lens = [key_prefix.shape[1] + n for n in kv_lens]
         read_key = with_prefix(read_key, key_prefix, dtype, key_params)
         read_value = with_prefix(read_value, value_prefix, dtype, value_params)
-    return _Batches(queries, rope_queries, outputs, lses, q_lens, kv_lens, read_key, read_value)
+    return _Batches(queries, rope_queries, outputs, lses, q_lens, kv_lens, read_key, read_value, kv)
 
 
 def _shared_prefix(
@@ -361,7 +409,7 @@ def _contiguous_readers(
     dtype: torch.dtype,
     key_params: Dequant | None,
     value_params: Dequant | None,
-) -> tuple[list[int], Reader, Reader]:
+) -> tuple[list[int], Reader, Reader, ContiguousKV]:
     """KV lengths and readers of ordinary key/value tensors (cumulative lengths for TND/NTD)."""
     form, name = layout.inputs, operators.KV_LENGTHS_PARAM[call.op]
     key_view, value_view = split_heads(key, form, kv_heads), split_heads(value, form, kv_heads)
@@ -384,11 +432,13 @@ def _contiguous_readers(
         def per_batch(view: torch.Tensor) -> list[torch.Tensor]:
             return list(view.unbind(0))
 
-    read_key = contiguous_reader(per_batch(key_view), dtype, key_params)
+    keys, values = per_batch(key_view), per_batch(value_view)
+    read_key = contiguous_reader(keys, dtype, key_params)
     if call.key_rope is not None:
         rope = contiguous_reader(per_batch(split_heads(call.key_rope, form, kv_heads)), dtype, None)
         read_key = _with_rope(read_key, rope)
-    return kv_lens, read_key, contiguous_reader(per_batch(value_view), dtype, value_params)
+    plain = ContiguousKV(keys, values, None if layout.varlen else (key_view, value_view))
+    return kv_lens, read_key, contiguous_reader(values, dtype, value_params), plain
 
 
 def _paged_readers(
@@ -401,7 +451,7 @@ def _paged_readers(
     dtype: torch.dtype,
     key_params: Dequant | None,
     value_params: Dequant | None,
-) -> tuple[list[int], Reader, Reader]:
+) -> tuple[list[int], Reader, Reader, PagedKV | None]:
     """KV lengths and readers of paged caches. The KV lengths are per batch, also with TND queries
     (docs/semantics.md#sem-3-3 and #sem-d4: the vllm-ascend convention)."""
     name, table, block_size = operators.KV_LENGTHS_PARAM[call.op], call.block_table, call.block_size
@@ -414,11 +464,10 @@ def _paged_readers(
     kv_lens = batch_lengths(call.kv_lengths, batch, table.shape[1] * block_size, name)
     prefer_heads_major = layout.inputs in ("BNSD", "NSD", "TND", "NTD")
 
-    def reader(cache: torch.Tensor, params: Dequant | None) -> Reader:
-        view = heads_major_cache(cache, block_size, kv_heads, prefer_heads_major)
-        return paged_reader(view, table, block_size, dtype, params)
-
-    read_key = reader(key, key_params)
+    key_view, value_view = (heads_major_cache(c, block_size, kv_heads, prefer_heads_major) for c in (key, value))
+    read_key = paged_reader(key_view, table, block_size, dtype, key_params)
     if call.key_rope is not None:
-        read_key = _with_rope(read_key, reader(call.key_rope, None))
-    return kv_lens, read_key, reader(value, value_params)
+        rope_view = heads_major_cache(call.key_rope, block_size, kv_heads, prefer_heads_major)
+        read_key = _with_rope(read_key, paged_reader(rope_view, table, block_size, dtype, None))
+    plain = PagedKV(key_view, value_view, table, block_size) if key_view.dim() == 4 else None  # not NZ
+    return kv_lens, read_key, paged_reader(value_view, table, block_size, dtype, value_params), plain

@@ -13,7 +13,10 @@ outside the band, past the KV length) never reach it.
 In float32 the tiles go through torch's fused CPU attention kernel, which keeps its own score blocks in
 cache and returns each row's log-sum-exp (docs/semantics.md#sem-9-1): per query block and key block,
 the band, the user mask and ``pse`` become one additive bias (only where the block is not entirely
-allowed), and the blocks are combined through their log-sum-exps. The same formula as the loop below, which
+allowed), and the blocks are combined through their log-sum-exps. A batch without mask and pse whose band has
+no lower edge (a causal prefill, or rows that see every key) and whose K/V are small enough takes one or two
+calls over all its rows instead, with the kernel's own causal mask (``_attend_whole``); a decode of many
+batches is done at the call level, all batches at once (``batched_decode``). The same formula as the loop below, which
 float64 (the precise mode) uses, and any torch without that kernel. That kernel gives a row whose scores are all
 NaN 0 (pytorch issue 141128) and lets masked NaN through its additive bias, so a query block whose query or
 fused results are not finite is recomputed by the loop.
@@ -36,6 +39,10 @@ FUSED_QUERY_BLOCK = 128
 """Query rows per fused call: small enough that a causal band skips most of the keys above the diagonal."""
 FUSED_KEY_BLOCK = 4096
 """Keys per fused call: what one call converts (to float32) or gathers (from a paged cache)."""
+WHOLE_ELEMENTS = 2**22
+"""A batch without mask and pse whose band has no lower edge (causal, or every key), and whose value holds at
+most this many elements (16 MiB in float32), takes one or two fused calls over all its rows with the kernel's
+own causal mask (``_attend_whole``) instead of a call per block of rows: a prefill is one kernel, as SDPA's."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,8 @@ def _finish(
 def _attend_fused(p: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None) -> None:
     """The float32 path: fused kernel calls per (query block, key block), combined by log-sum-exp. Each KV
     head's query group is folded into its rows (as in the loop path), so every key is read once per KV head."""
+    if _attend_whole(p, out, lse):
+        return
     group = p.heads // p.kv_heads
     block = min(FUSED_QUERY_BLOCK, max(1, TILE_ELEMENTS // (group * FUSED_KEY_BLOCK)))
     for row_start in range(0, p.q_len, block):
@@ -195,6 +204,48 @@ def _attend_fused(p: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None) 
         out[:, rows[0] : rows[1]] = block_out.reshape(p.heads, count, -1).to(out.dtype)
         if lse is not None:
             lse[:, rows[0] : rows[1]] = block_lse.reshape(p.heads, count).to(lse.dtype)
+
+
+def _attend_whole(p: BatchProblem, out: torch.Tensor, lse: torch.Tensor | None) -> bool:
+    """Row i sees keys j <= i + upper (band.upper): the keys [0, upper) every row sees in one call without mask,
+    the others in one call with the kernel's top-left causal mask over rows [-upper, S1) (when upper < 0)
+    and keys [upper, S2) (when upper > 0); rows [0, -upper) see nothing. False (nothing written) when the
+    batch does not qualify (``WHOLE_ELEMENTS``) or a result is not finite."""
+    q_len, kv_len, value_dim = p.q_len, p.kv_len, out.shape[-1]
+    if p.mask is not None or p.pse is not None or not q_len or not kv_len or p.band.lower > 1 - q_len:
+        return False
+    upper = min(p.band.upper, kv_len)
+    first_row, first_key = max(0, -upper), max(0, upper)
+    if first_row >= q_len or kv_len * p.kv_heads * value_dim > WHOLE_ELEMENTS:
+        return False
+    group, rows = p.heads // p.kv_heads, q_len - first_row
+    query, keys, values = p.read_query(0, q_len), p.read_key(0, kv_len), p.read_value(0, kv_len)
+    width = max(query.shape[-1], value_dim)
+    query, keys, values = (_pad(t, width) for t in (query, keys, values))  # the kernel needs one head size
+    parts = []
+    for causal, q, k, v in ((False, query, keys[:, :first_key], values[:, :first_key]),
+                            (True, query[:, first_row:], keys[:, first_key:], values[:, first_key:])):  # fmt: skip
+        if k.shape[1]:
+            if not causal:  # each KV head's query group folded into its rows, as elsewhere
+                q = q.reshape(p.kv_heads, 1, group * q_len, -1).transpose(0, 1)
+            part_out, part_lse = FUSED(q.unsqueeze(0) if causal else q, k.unsqueeze(0), v.unsqueeze(0), 0.0, causal,
+                                       scale=p.scale)  # fmt: skip
+            part_out, part_lse = part_out[0, ..., :value_dim], part_lse[0]  # (heads or kv_heads, rows, Dv)
+            finite = bool(torch.isfinite(part_out.sum() + part_lse.sum() + part_lse.reciprocal().sum()))
+            parts.append((part_out, part_lse, finite))
+    if not _trusted(query, parts):
+        return False
+    if len(parts) == 1 and p.sink is None:  # every row sees a key: the kernel's result as it is
+        block_out, block_lse = parts[0][0], parts[0][1]
+    else:
+        folded = [(o.reshape(p.kv_heads, group * rows, -1), e.reshape(p.kv_heads, -1), f) for o, e, f in parts]
+        block_out, block_lse = _combine(p, folded, group * rows, value_dim, query.device)
+    out[:, first_row:q_len] = block_out.reshape(p.heads, rows, -1).to(out.dtype)
+    out[:, :first_row] = 0
+    if lse is not None:
+        lse[:, first_row:q_len] = block_lse.reshape(p.heads, rows).to(lse.dtype)
+        lse[:, :first_row] = torch.inf
+    return True
 
 
 def _trusted(query: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor, bool]]) -> bool:
