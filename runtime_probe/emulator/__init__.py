@@ -17,9 +17,9 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``sharding``: the DTensor sharding strategy of ``npu_fusion_attention`` (registered when DTensor is imported);
 - ``testing``: torch_npu's test harness (``torch_npu.testing.testcase``, ``.common_utils``, ...), imported
   on demand under its ``torch_npu.testing`` names, so torch_npu's own operator tests run unchanged.
-- ``autograd``: the backward of the operators op-plugin gives one (``npu_fusion_attention(_v2)``,
-  ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``), and the "not implemented" error of those it
-  registers none for.
+- ``autograd``: the backward of the operators op-plugin gives one (``npu_fusion_attention(_v2)`` through
+  the device's ``npu_fusion_attention_grad(_v2)``, ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``),
+  and the "not implemented" error of those it registers none for.
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
 the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
@@ -50,7 +50,7 @@ NAMESPACES = ("npu", "atb")
 MODULE_NAME = "torch_npu"
 MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
-FAMILIES = (attention, kv_cache, norms, rope, moe, formats, mla)
+FAMILIES = (attention, kv_cache, norms, rope, moe, formats, mla, autograd)
 VERSION = f"{torch.__version__.split('+')[0]}+kvlint.emulator"
 """``torch_npu.__version__``: torch_npu versions follow torch's; the local part says it is emulated."""
 
