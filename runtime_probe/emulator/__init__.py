@@ -9,7 +9,8 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 ``torch.compile`` and FakeTensor tracing work:
 
 - ``device``: ``npu`` as a device whose tensors live in CPU memory, ``torch.npu`` (``npu``), ``hccl``;
-  NPU graph capture and replay (``graphs``);
+  NPU graph capture and replay (``graphs``), its operator handlers (``graph_handlers``) and its debug dump
+  (``graph_dump``);
 - ``torchair``: the graph compiler's entry points, compiling on the CPU;
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
   writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
@@ -40,8 +41,8 @@ import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import (attention, autograd, device, formats, kv_cache, mla, moe, norms, npu, rope,
-                                           sharding, torchair)  # fmt: skip
+from kvlint.runtime_probe.emulator import (attention, autograd, device, formats, graph_dump, graph_handlers, kv_cache,
+                                           mla, moe, norms, npu, rope, sharding, torchair)  # fmt: skip
 
 from kvlint.catalogue import operators
 
@@ -85,10 +86,24 @@ def install() -> types.ModuleType:
         present = _module()
         sys.modules[MODULE_NAME] = present
         sys.modules[f"{MODULE_NAME}.npu"] = npu
+        sys.modules.update(_graph_modules())
         if not any(isinstance(finder, TestingFinder) for finder in sys.meta_path):
             sys.meta_path.insert(0, TestingFinder())
     torchair.install()
     return present
+
+
+def _graph_modules() -> dict[str, types.ModuleType]:
+    """torch_npu's graph helper modules that programs and tests import or patch by name:
+    ``torch_npu.npu._npugraph_handlers.npugraph_handler`` (the handler registry, ``graph_handlers``) and
+    ``torch_npu.npu._npugraph_utils`` (the dump's alignment, ``graph_dump``)."""
+    name = f"{MODULE_NAME}.npu._npugraph_handlers"
+    package = types.ModuleType(name, "torch_npu's NPU-graph operator handlers (kvlint emulator: graph_handlers)")
+    package.__path__ = []
+    package.npugraph_handler = graph_handlers
+    npu._npugraph_handlers = package
+    npu._npugraph_utils = graph_dump
+    return {name: package, f"{name}.npugraph_handler": graph_handlers, f"{MODULE_NAME}.npu._npugraph_utils": graph_dump}
 
 
 def _found_on_path(spec: importlib.machinery.ModuleSpec) -> str:
