@@ -239,3 +239,41 @@ def test_no_derivative_operators_still_run_without_grad(torch_npu) -> None:
     torch.testing.assert_close(y, rms_norm_formula(2 * x, torch.ones(8)), rtol=1e-5, atol=1e-6)
     q, k = rand(1, 3, 2, 8, seed=1), rand(1, 3, 2, 8, seed=2)
     assert torch_npu.npu_apply_rotary_pos_emb(q, k, torch.ones(1, 3, 1, 8), torch.zeros(1, 3, 1, 8))[0] is q
+
+
+def test_npu_fusion_attention_grad_is_the_operator_the_backward_calls(torch_npu) -> None:
+    """torch_npu.npu_fusion_attention_grad, called as derivatives.yaml calls it (dy, the forward's results),
+    gives the gradients backward() gives, dpse and dsink empty when not given; under FakeTensorMode it gives
+    the inputs' shapes and dtypes (torch_npu's fake-tensor test calls it so)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    q, k, v = leaves(rand(2, 4, 6, 8, seed=1), rand(2, 2, 6, 8, seed=2), rand(2, 2, 6, 8, seed=3))
+    dy = rand(2, 4, 6, 8, seed=4)
+    result = torch_npu.npu_fusion_attention(q, k, v, 4, "BNSD", scale=0.3, atten_mask=TEMPLATE, sparse_mode=2)
+    result[0].backward(dy)
+    grads = torch_npu.npu_fusion_attention_grad(
+        q.detach(), k.detach(), v.detach(), dy, 4, "BNSD", atten_mask=TEMPLATE, sparse_mode=2, scale_value=0.3,
+        attention_in=result[0].detach(), softmax_max=result[1], softmax_sum=result[2], softmax_in=result[3])
+    for got, expected in zip(grads[:3], (q.grad, k.grad, v.grad)):
+        torch.testing.assert_close(got, expected)
+    assert grads[3].numel() == 0 and grads[4].numel() == 0
+    with FakeTensorMode():
+        fq, fk = torch.empty(1, 4, 6, 8, dtype=torch.float16), torch.empty(1, 2, 6, 8, dtype=torch.float16)
+        fake = torch.ops.npu.npu_fusion_attention_grad(fq, fk, fk, fq, head_num=4, input_layout="BNSD")
+        shapes = [(t.shape, t.dtype) for t in fake[:3]]
+    assert shapes == [(fq.shape, torch.float16), (fk.shape, torch.float16), (fk.shape, torch.float16)]
+
+
+def test_gradients_through_a_per_head_bnss_mask_equal_torch_autograd(torch_npu) -> None:
+    """A [B, N1, S1, S2] mask (a mask per head, sparse_mode 0, GQA) in the backward's recomputation: the
+    gradients equal SDPA's with the same boolean mask (torch_npu's DTensor tests use such a band mask)."""
+    q, k, v = leaves(rand(2, 4, 6, 8, seed=1), rand(2, 2, 6, 8, seed=2), rand(2, 2, 6, 8, seed=3))
+    grad = rand(2, 4, 6, 8, seed=4)
+    mask = torch.rand(2, 4, 6, 6, generator=torch.Generator().manual_seed(9)) < 0.4
+    mask[..., 0] = False
+    torch_npu.npu_fusion_attention(q, k, v, 4, "BNSD", scale=8**-0.5, atten_mask=mask)[0].backward(grad)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=~mask, enable_gqa=True,
+                                                                scale=8**-0.5)  # fmt: skip
+    want = torch.autograd.grad(expected, (q, k, v), grad)
+    for got, wanted in zip((q.grad, k.grad, v.grad), want):
+        torch.testing.assert_close(got, wanted, rtol=1e-4, atol=1e-5)

@@ -248,3 +248,93 @@ def test_a_replay_whose_shapes_change_and_a_nested_capture_raise(torch_npu: type
     with pytest.raises(RuntimeError, match="static shapes"):
         graph.replay()
     assert not torch.npu.is_current_stream_capturing()
+
+
+def test_graph_handlers_are_torch_npus_registry_and_a_programs_handler_updates_its_operator(
+        torch_npu: types.ModuleType) -> None:  # fmt: skip
+    """``torch_npu.npu.NpuGraphOpHandler`` / ``register_npu_graph_handler``: the built-in handlers name FIA's
+    length arguments by schema position, and a handler a program registers makes ``NPUGraph.update`` reach
+    an operator torch_npu has none for (IFA here), by its ``UPDATE_SPECS``."""
+    from torch_npu.npu import NpuGraphOpHandler, register_npu_graph_handler
+    from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS
+
+    specs = _NPU_GRAPH_OP_HANDLERS["npu_fused_infer_attention_score.out"].get_update_specs(
+        "npu_fused_infer_attention_score.out")
+    assert ("arg", 5, "actual_seq_lengths") in specs and ("arg", 6, "actual_seq_lengths_kv") in specs
+    assert "npu_incre_flash_attention.default" not in _NPU_GRAPH_OP_HANDLERS
+    q, keys, values = torch.randn(2, 1, 32), torch.randn(2, 6, 32), torch.randn(2, 6, 32)
+
+    def attention(lengths: list[int]) -> torch.Tensor:
+        return torch_npu.npu_incre_flash_attention(q, keys, values, num_heads=2, input_layout="BSH",
+                                                   actual_seq_lengths=lengths, scale_value=0.25)  # fmt: skip
+
+    snapshot = dict(_NPU_GRAPH_OP_HANDLERS)
+    try:
+        @register_npu_graph_handler(["npu_incre_flash_attention.default"])
+        class _Lengths(NpuGraphOpHandler):
+            UPDATE_SPECS = {"npu_incre_flash_attention.default": [("arg", 6, "actual_seq_lengths")]}
+
+        assert _NPU_GRAPH_OP_HANDLERS["npu_incre_flash_attention.default"] is _Lengths
+        graph = torch.npu.NPUGraph()
+        with torch.npu.graph(graph, auto_dispatch_capture=True):
+            out = attention([1, 1])
+        graph.update(cpu_update_input=[{"actual_seq_lengths": [6, 2]}])
+        graph.replay()
+        torch.testing.assert_close(out, attention([6, 2]))
+    finally:
+        _NPU_GRAPH_OP_HANDLERS.clear()
+        _NPU_GRAPH_OP_HANDLERS.update(snapshot)
+
+
+def test_the_fia_out_graph_entry_point_updates_the_captured_group_and_the_update_stream_is_shared(
+        torch_npu: types.ModuleType) -> None:  # fmt: skip
+    """``torch_npu._C._npu_fused_infer_attention_score_out_graph(stream, handle, event, ...)`` is FIA's ``.out``
+    issued as the group's update: nothing runs until the replay, which computes the new lengths."""
+    q, keys, values = torch.randn(2, 1, 64), torch.randn(2, 6, 64), torch.randn(2, 6, 64)
+    out, lse = torch.zeros(2, 1, 64), torch.empty(1)
+    arguments = dict(num_heads=2, input_layout="BSH", scale=0.125)
+    graph, stream, event = torch.npu.NPUGraph(), torch.npu.current_stream(), torch.npu.ExternalEvent()
+    with torch.npu.graph(graph):
+        torch.npu.graph_task_group_begin(stream)
+        torch_npu.npu_fused_infer_attention_score.out(q, keys, values, actual_seq_lengths_kv=[1, 1], **arguments,
+                                                      out=[out, lse])  # fmt: skip
+        handle = torch.npu.graph_task_group_end(stream)
+    update = graph.graph_dispatch_mode.update_stream
+    assert update is torch.npu.NPUGraph().graph_dispatch_mode.update_stream
+    returned = torch_npu._C._npu_fused_infer_attention_score_out_graph(
+        update, handle, event, q, keys, values, actual_seq_lengths_kv=[6, 3], **arguments, out=[out, lse])
+    assert returned[0] is out
+    out.zero_()
+    graph.replay()
+    want = torch_npu.npu_fused_infer_attention_score(q, keys, values, actual_seq_lengths_kv=[6, 3], **arguments)[0]
+    torch.testing.assert_close(out, want)
+
+
+def test_debug_dump_writes_the_recorded_calls_and_their_aligned_copy(torch_npu: types.ModuleType, tmp_path,
+                                                                     monkeypatch) -> None:  # fmt: skip
+    """As on the device: the dump and ``<name>.aligned.json``; a failing alignment keeps the dump and writes no
+    aligned copy; a graph that captured nothing writes nothing and warns."""
+    import json
+
+    import torch_npu.npu._npugraph_utils as utils
+
+    x, linear = torch.randn(3, 4), torch.nn.Linear(4, 2)
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph):
+        linear(x).relu()
+    path = tmp_path / "dump.json"
+    assert graph.debug_dump(str(path)) is None
+    tasks = json.loads(path.read_text())["tasks"]
+    assert [task["operator"] for task in tasks][-1] == "aten.relu.default" and len(tasks) >= 2
+    assert "aten.relu.default" in (tmp_path / "dump.aligned.json").read_text()
+    (tmp_path / "dump.aligned.json").unlink()
+
+    def failing(path: str, output: str | None) -> None:
+        raise RuntimeError("alignment failed")
+
+    monkeypatch.setattr(utils, "align_trace_json", failing)
+    graph.debug_dump(str(path))
+    assert path.stat().st_size > 0 and not (tmp_path / "dump.aligned.json").exists()
+    with pytest.warns(UserWarning, match="captured nothing"):
+        torch.npu.NPUGraph().debug_dump(str(tmp_path / "empty.json"))
+    assert not (tmp_path / "empty.json").exists()

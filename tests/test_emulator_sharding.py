@@ -64,3 +64,64 @@ def test_tnd_and_a_pse_are_only_replicated(torch_npu, mesh):
     sharded = [distribute_tensor(t, mesh, [Shard(0)]) for t in (q, k, v)]
     result = torch_npu.npu_fusion_attention(*sharded, head_num=N, input_layout="BNSD", pse=pse, scale=0.3)
     assert result[0].placements == (Replicate(),)
+
+
+def test_the_backward_of_a_batch_sharded_call_gives_the_plain_calls_gradients(torch_npu, mesh):
+    """DTensor runs npu_fusion_attention_grad (the emulator's backward calls it, as torch_npu's does) through
+    its handler: the gradients are sharded as q, k, v and equal the unsharded call's."""
+    plain = [t.requires_grad_() for t in qkv(B, N, S, D)]
+    torch_npu.npu_fusion_attention(*plain, head_num=N, input_layout="BNSD", scale=0.3)[0].sum().backward()
+    sharded = [distribute_tensor(t.detach(), mesh, [Shard(0)]).requires_grad_() for t in plain]
+    torch_npu.npu_fusion_attention(*sharded, head_num=N, input_layout="BNSD", scale=0.3)[0].sum().backward()
+    for got, expected in zip(sharded, plain):
+        assert got.grad.placements == (Shard(0),)
+        torch.testing.assert_close(got.grad.full_tensor(), expected.grad)
+
+
+TWO_RANKS = '''
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.tensor import Shard, distribute_tensor
+from torch.distributed.device_mesh import init_device_mesh
+
+
+def rank(index, store):
+    import torch_npu
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=index, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 8, 8, generator=generator).requires_grad_() for _ in range(3))
+    template = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    keywords = dict(head_num=2, input_layout="BNSD", scale=0.3, sparse_mode=2)
+    torch_npu.npu_fusion_attention(q, k, v, atten_mask=template, **keywords)[0].sum().backward()
+    sharded = [distribute_tensor(t.detach(), mesh, [Shard(0)]).requires_grad_() for t in (q, k, v)]
+    mask = distribute_tensor(template, mesh, [Shard(0)])  # the caller shards the template: the grad must not
+    torch_npu.npu_fusion_attention(*sharded, atten_mask=mask, **keywords)[0].sum().backward()
+    for got, expected in zip(sharded, (q, k, v)):
+        torch.testing.assert_close(got.grad.full_tensor(), expected.grad)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(rank, args=(sys.argv[1],), nprocs=2)
+    print("gradients equal on both ranks")
+'''
+
+
+def test_on_two_ranks_the_backward_redistributes_its_keyword_arguments(tmp_path):
+    """npu_fusion_attention_grad takes the mask and the softmax statistics by keyword, which DTensor does not
+    redistribute: the handler does, so a template the caller sharded reaches each rank whole (the device's
+    2048x2048 template, not a half), and the gradients equal the unsharded call's."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "two_ranks.py"
+    script.write_text(TWO_RANKS)
+    env = {**os.environ, "KVLINT_EMULATE": "1", "KVLINT_EMULATE_DEVICES": "2"}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], capture_output=True, text=True,
+                          timeout=600, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "gradients equal on both ranks" in done.stdout

@@ -82,3 +82,29 @@ def test_a_missing_repository_is_named(tmp_path):
         assert "Ascend/pytorch is not in" in str(stop)
     else:
         raise AssertionError("no error for a folder without Ascend+pytorch")
+
+
+def test_update_records_the_verdicts_and_regenerates_the_results_section(tmp_path, capsys, monkeypatch):
+    """A test that now passes loses its cause, one that now fails without a recorded cause is named and marked
+    not diagnosed; RESULTS.md's section is rewritten from the manifest, the rest of the file kept."""
+    path = manifest(tmp_path, "ERROR")
+    recorded = json.loads(path.read_text())
+    recorded.update(fp16_goldens="none here.", history=["an earlier run: 1 of 2."])
+    path.write_text(json.dumps(recorded))
+    results = tmp_path / "RESULTS.md"
+    results.write_text("before\n<!-- begin torch-npu-tests -->\nold\n<!-- end torch-npu-tests -->\nafter\n")
+    ran = {"TestRmsNorm.test_npu_rms_norm": "FAIL", "TestRmsNorm.test_an_operator_the_emulator_lacks": "ok"}
+    monkeypatch.setattr(torch_npu_tests, "run_file", lambda scratch, entry, environment: (ran, ""))
+    code = torch_npu_tests.main(["--repos", str(tmp_path / "repos"), "--manifest", str(path), "--update",
+                                 "--results", str(results)])  # fmt: skip
+    assert code == 0
+    assert "fails without a recorded cause" in capsys.readouterr().out
+    expected = json.loads(path.read_text())["files"][0]["expected"]
+    assert expected["TestRmsNorm.test_an_operator_the_emulator_lacks"] == {"verdict": "ok"}
+    assert expected["TestRmsNorm.test_npu_rms_norm"] == {"verdict": "FAIL", "cause": "not diagnosed"}
+    text = results.read_text()
+    assert text.startswith("before\n<!-- begin torch-npu-tests -->")
+    assert text.endswith("<!-- end torch-npu-tests -->\nafter\n")
+    assert "**1 of 2 in-scope tests pass (50.0 %)**" in text and "\nold\n" not in text
+    assert "| test/test_norm.py | 1 / 2 | `TestRmsNorm.test_npu_rms_norm` FAIL: not diagnosed |" in text
+    assert "- an earlier run: 1 of 2." in text and "fp16 goldens: none here." in text

@@ -9,7 +9,8 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 ``torch.compile`` and FakeTensor tracing work:
 
 - ``device``: ``npu`` as a device whose tensors live in CPU memory, ``torch.npu`` (``npu``), ``hccl``;
-  NPU graph capture and replay (``graphs``);
+  NPU graph capture and replay (``graphs``), its operator handlers (``graph_handlers``) and its debug dump
+  (``graph_dump``);
 - ``torchair``: the graph compiler's entry points, compiling on the CPU;
 - ``attention`` (FIA v1/v2, IFA, PFA, FA, the ATB attention, workspaces), ``kv_cache`` (the cache
   writes), ``norms``, ``rope``, ``moe`` (routing, grouped matmul, SwiGLU), ``formats`` (internal formats),
@@ -17,9 +18,9 @@ accepts and refuses arguments exactly as on the device (e.g. ``num_query_heads``
 - ``sharding``: the DTensor sharding strategy of ``npu_fusion_attention`` (registered when DTensor is imported);
 - ``testing``: torch_npu's test harness (``torch_npu.testing.testcase``, ``.common_utils``, ...), imported
   on demand under its ``torch_npu.testing`` names, so torch_npu's own operator tests run unchanged.
-- ``autograd``: the backward of the operators op-plugin gives one (``npu_fusion_attention(_v2)``,
-  ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``), and the "not implemented" error of those it
-  registers none for.
+- ``autograd``: the backward of the operators op-plugin gives one (``npu_fusion_attention(_v2)`` through
+  the device's ``npu_fusion_attention_grad(_v2)``, ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``),
+  and the "not implemented" error of those it registers none for.
 
 Operators without a kernel (the quantisation operators among them) raise ``NotImplementedError`` naming
 the operator. ATB's schemas are registered in their own ``atb`` namespace (``torch.ops.atb.<name>``) and set
@@ -40,8 +41,8 @@ import types
 from collections.abc import Callable
 
 import torch
-from kvlint.runtime_probe.emulator import (attention, autograd, device, formats, kv_cache, mla, moe, norms, npu, rope,
-                                           sharding, torchair)  # fmt: skip
+from kvlint.runtime_probe.emulator import (attention, autograd, device, formats, graph_dump, graph_handlers, kv_cache,
+                                           mla, moe, norms, npu, rope, sharding, torchair)  # fmt: skip
 
 from kvlint.catalogue import operators
 
@@ -50,7 +51,7 @@ NAMESPACES = ("npu", "atb")
 MODULE_NAME = "torch_npu"
 MARKER = "__kvlint_emulator__"
 """Attribute set on the emulated ``torch_npu`` module, to tell it from a real one."""
-FAMILIES = (attention, kv_cache, norms, rope, moe, formats, mla)
+FAMILIES = (attention, kv_cache, norms, rope, moe, formats, mla, autograd)
 VERSION = f"{torch.__version__.split('+')[0]}+kvlint.emulator"
 """``torch_npu.__version__``: torch_npu versions follow torch's; the local part says it is emulated."""
 
@@ -85,10 +86,24 @@ def install() -> types.ModuleType:
         present = _module()
         sys.modules[MODULE_NAME] = present
         sys.modules[f"{MODULE_NAME}.npu"] = npu
+        sys.modules.update(_graph_modules())
         if not any(isinstance(finder, TestingFinder) for finder in sys.meta_path):
             sys.meta_path.insert(0, TestingFinder())
     torchair.install()
     return present
+
+
+def _graph_modules() -> dict[str, types.ModuleType]:
+    """torch_npu's graph helper modules that programs and tests import or patch by name:
+    ``torch_npu.npu._npugraph_handlers.npugraph_handler`` (the handler registry, ``graph_handlers``) and
+    ``torch_npu.npu._npugraph_utils`` (the dump's alignment, ``graph_dump``)."""
+    name = f"{MODULE_NAME}.npu._npugraph_handlers"
+    package = types.ModuleType(name, "torch_npu's NPU-graph operator handlers (kvlint emulator: graph_handlers)")
+    package.__path__ = []
+    package.npugraph_handler = graph_handlers
+    npu._npugraph_handlers = package
+    npu._npugraph_utils = graph_dump
+    return {name: package, f"{name}.npugraph_handler": graph_handlers, f"{MODULE_NAME}.npu._npugraph_utils": graph_dump}
 
 
 def _found_on_path(spec: importlib.machinery.ModuleSpec) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 import torch.distributed
-from kvlint.runtime_probe.emulator import npu
+from kvlint.runtime_probe.emulator import graphs, npu
 
 NAME = "npu"
 _KEYS = {"cpu": "CPU", NAME: "CPU", "meta": "Meta", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "hpu": "HPU",
@@ -220,11 +220,13 @@ def _process_group_hccl() -> type:
 
 def c_module() -> types.ModuleType:
     """``torch_npu._C``, what programs reach of torch_npu's C extension: ``_distributed_c10d.ProcessGroupHCCL``
-    (and its ``Options``), the graph task-group handle type and ``_weak_ref_tensor``."""
+    (and its ``Options``), the graph task-group handle type, FIA's ``.out`` graph-update entry point and
+    ``_weak_ref_tensor``."""
     module = types.ModuleType("torch_npu._C", "torch_npu's C extension, as far as programs use it (kvlint emulator)")
     module._distributed_c10d = types.ModuleType("torch_npu._C._distributed_c10d", "HCCL process groups (gloo)")
     module._distributed_c10d.ProcessGroupHCCL = types.SimpleNamespace(Options=HcclOptions)
     module._NPUTaskGroupHandle = npu.TaskGroupHandle
+    module._npu_fused_infer_attention_score_out_graph = graphs.fused_infer_attention_score_out_graph
     module._weak_ref_tensor = lambda tensor: tensor
     return module
 

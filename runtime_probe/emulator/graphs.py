@@ -22,10 +22,16 @@ again and writing its fresh result into the tensor the capture produced, gives t
   update and the replay sees the old data, as on the device), and they must match the group's tasks in
   number and type (how vllm-ascend passes each step's sequence lengths to a captured attention call);
 - ``NPUGraph.update(cpu_update_input=[{...}, ...])``, on a graph captured with ``auto_dispatch_capture=True``,
-  gives the calls torch_npu's capture handlers record (FIA v1/v2 and their ``.out``, ``_npu_paged_attention``;
-  in capture order, one dict each, or one dict for all) new lengths (``UPDATABLE``,
-  ``docs/operators/dispatcher.md#dsp-c25``) or new keyword arguments; a key that is neither is ignored, as
-  torch_npu ignores it; every other argument keeps its captured value;
+  gives the calls of the operators with a graph handler (``graph_handlers``: FIA v1/v2 and their ``.out``,
+  ``_npu_paged_attention``, and any a program registers; in capture order, one dict each, or one dict for
+  all) new keyword arguments, and the arguments their handler's ``update_args`` sets (the lengths,
+  ``docs/operators/dispatcher.md#dsp-c25``); a key that is neither is ignored, as torch_npu ignores it;
+  every other argument keeps its captured value; ``graph_dispatch_mode.update_stream`` is one stream shared
+  by every graph, as torch_npu's;
+- ``torch_npu._C._npu_fused_infer_attention_score_out_graph(stream, handle, event, ...)``: FIA's ``.out``
+  issued as the update of a captured task group (``graph_task_update_begin``, the call, ``_end``, then
+  ``event.record``);
+- ``debug_dump(path)`` writes the recorded calls as JSON, in the emulator's own format (``graph_dump``);
 - ``pool()``, ``graph_pool_handle()``, ``capture_error_mode``, streams: accepted;
   memory is never shared.
 
@@ -38,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from kvlint.runtime_probe.emulator import graph_dump
+from kvlint.runtime_probe.emulator.graph_handlers import GraphDispatchRecord, handler_of
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -45,15 +53,6 @@ _UNDEFINED_CONTENTS = frozenset({torch.ops.aten.empty.memory_format, torch.ops.a
                                  torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
                                  torch.ops.aten.new_empty_strided.default})  # fmt: skip
 """Allocations whose contents are undefined: replaying them would copy garbage over garbage."""
-UPDATABLE: dict[tuple[str, str], frozenset[str]] = {
-    ("npu_fused_infer_attention_score", "default"): frozenset({"actual_seq_lengths", "actual_seq_lengths_kv"}),
-    ("npu_fused_infer_attention_score", "out"): frozenset({"actual_seq_lengths", "actual_seq_lengths_kv"}),
-    ("npu_fused_infer_attention_score_v2", "default"): frozenset({"actual_seq_qlen", "actual_seq_kvlen"}),
-    ("npu_fused_infer_attention_score_v2", "out"): frozenset({"actual_seq_qlen", "actual_seq_kvlen"}),
-    ("_npu_paged_attention", "default"): frozenset({"context_lens"}),
-}
-"""(operator, overload) with a capture handler in torch_npu -> the arguments ``NPUGraph.update(cpu_update_input=...)``
-updates by name (its handlers' ``UPDATE_SPECS``; docs/operators/dispatcher.md#dsp-c25, #dsp-c26)."""
 
 
 @dataclass
@@ -201,23 +200,16 @@ def _undefined_like(tensor: torch.Tensor) -> torch.Tensor:
     return new.fill_(float("nan")) if new.is_floating_point() or new.is_complex() else new
 
 
-def _handled(func: torch._ops.OpOverload) -> frozenset[str] | None:
-    """The arguments ``NPUGraph.update`` updates in a call of ``func`` (None: torch_npu records no such call)."""
-    return UPDATABLE.get((func._schema.name.split("::")[-1], func._overloadname))
-
-
-def _set_argument(call: _Call, name: str, value: object) -> None:
-    """Replace argument ``name`` of a recorded call, wherever the dispatcher put it (positional or keyword); an
-    int list given as a tensor becomes a list, as the dispatcher converts it."""
-    position = next(i for i, argument in enumerate(call.func._schema.arguments) if argument.name == name)
-    kind = call.func._schema.arguments[position].type
-    kind = kind.getElementType() if isinstance(kind, torch.OptionalType) else kind
-    if isinstance(kind, torch.ListType) and value is not None:
-        value = value.tolist() if isinstance(value, torch.Tensor) else list(value)
-    if position < len(call.args):
-        call.args = (*call.args[:position], value, *call.args[position + 1:])
-    else:
-        call.kwargs[name] = value
+def _update(call: _Call, update: dict[str, Any]) -> None:
+    """``NPUGraph.update``'s change of one recorded call: a key naming one of its keyword arguments replaces
+    it, then its handler's ``update_args`` sets the arguments it updates; other keys are ignored."""
+    record = GraphDispatchRecord(call.func, list(call.args), dict(call.kwargs))
+    names = [argument.name for argument in call.func._schema.arguments]
+    for key, value in update.items():
+        if key in record.kwargs:
+            record.set_argument(names.index(key), value)
+    handler_of(call.func).update_args(record, update)
+    call.args, call.kwargs = tuple(record.args), record.kwargs
 
 
 class _Recorder(TorchDispatchMode):
@@ -280,13 +272,12 @@ class NPUGraph:
                 call.replay()
 
     def update(self, cpu_update_input: list[dict[str, Any]]) -> None:
-        """New arguments for the captured calls torch_npu's capture handlers record (``UPDATABLE``), one dict
-        per call in capture order (a single dict serves them all). A key updates the call's keyword argument
-        of that name, or its ``UPDATABLE`` argument; torch_npu ignores any other key, and so does this."""
+        """New arguments for the captured calls of operators with a graph handler, one dict per call in
+        capture order (a single dict serves them all): see ``_update``."""
         if not self._auto_dispatch:
             raise RuntimeError("NPUGraph.update needs a graph captured with auto_dispatch_capture=True "
                                "(torch.npu.graph(g, auto_dispatch_capture=True))")  # fmt: skip
-        calls = [call for call in _flat(self._calls) if _handled(call.func) is not None]
+        calls = [call for call in _flat(self._calls) if handler_of(call.func) is not None]
         updates = list(cpu_update_input)
         if len(updates) == 1:
             updates *= len(calls)
@@ -294,9 +285,7 @@ class NPUGraph:
             raise RuntimeError(f"NPUGraph.update: {len(cpu_update_input)} updates for the {len(calls)} calls this "
                                "graph recorded for update (one dict each, or one for all)")  # fmt: skip
         for call, update in zip(calls, updates):
-            for key, value in update.items():
-                if key in call.kwargs or key in _handled(call.func):
-                    _set_argument(call, key, value)
+            _update(call, update)
 
     def reset(self) -> None:
         self._calls = []
@@ -304,11 +293,30 @@ class NPUGraph:
     def pool(self) -> _PoolHandle:
         return self._pool
 
+    @property
+    def graph_dispatch_mode(self) -> GraphDispatchMode:
+        return GraphDispatchMode()
+
     def enable_debug_mode(self) -> None:
-        """Nothing to dump: the recorded calls are Python objects."""
+        """Accepted: ``debug_dump`` needs nothing more."""
 
     def debug_dump(self, debug_path: str = "") -> None:
-        """See ``enable_debug_mode``."""
+        """The recorded calls as JSON at ``debug_path``, and their aligned copy (``graph_dump``)."""
+        graph_dump.dump(_flat(self._calls), debug_path)
+
+
+class GraphDispatchMode:
+    """``NPUGraph.graph_dispatch_mode``: what the auto-dispatch capture of a graph shares with every other,
+    the stream its updates are issued on (``update_stream``, one per process, as torch_npu's class-level
+    stream)."""
+
+    _update_stream: Any = None
+
+    @property
+    def update_stream(self) -> Any:
+        if GraphDispatchMode._update_stream is None:
+            GraphDispatchMode._update_stream = torch.npu.Stream()  # the emulator's torch.npu (npu.py)
+        return GraphDispatchMode._update_stream
 
 
 class graph:  # noqa: N801 - the name torch.npu.graph has on the device
@@ -420,6 +428,18 @@ def graph_task_update_end(stream: object = None) -> None:
                            f"{len(updater.calls) + len(updater.pending)} tasks (missing: {missing}); an update must "
                            "match the group's tasks in number and type")  # fmt: skip
     updater.group.calls = updater.calls
+
+
+def fused_infer_attention_score_out_graph(stream: object, handle: TaskGroupHandle, event: Any, *args: Any,
+                                          **kwargs: Any) -> Any:  # fmt: skip
+    """``torch_npu._C._npu_fused_infer_attention_score_out_graph``: FIA's ``.out`` call issued as the update of
+    the task group ``handle`` names, on ``stream``, then ``event`` recorded there; returns the ``out``
+    tensors, which the next replay writes."""
+    graph_task_update_begin(stream, handle)
+    torch.ops.npu.npu_fused_infer_attention_score.out(*args, **kwargs)
+    graph_task_update_end(stream)
+    event.record(stream)
+    return tuple(kwargs["out"])
 
 
 def make_graphed_callables(*args: object, **kwargs: object) -> Any:

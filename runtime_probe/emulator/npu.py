@@ -12,7 +12,8 @@ Every NPU tensor is a CPU tensor (``device.py`` says why), so the runtime is tri
   process per rank on one machine all share the CPU);
 - random numbers come from torch's CPU generator: ``manual_seed`` seeds it;
 - NPU graphs (``NPUGraph``, ``graph``, the task-group updates) record the operators of a capture and run
-  them again on replay (``graphs.py``).
+  them again on replay (``graphs.py``); ``NpuGraphOpHandler`` / ``register_npu_graph_handler`` say which
+  captured calls an update reaches (``graph_handlers.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from kvlint.runtime_probe.emulator.graphs import (  # noqa: F401 - torch.npu's g
     graph_task_update_end,
     is_current_stream_capturing,
     make_graphed_callables,
+)
+from kvlint.runtime_probe.emulator.graph_handlers import (  # noqa: F401 - torch_npu.npu's graph handler API
+    NpuGraphOpHandler,
+    register_npu_graph_handler,
 )
 
 DEVICE_NAME = "Ascend910B1 (kvlint CPU emulator)"

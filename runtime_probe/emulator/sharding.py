@@ -1,5 +1,6 @@
-"""DTensor sharding of ``npu_fusion_attention``, registered as torch_npu registers it
-(``torch.distributed.tensor.experimental.register_sharding``), so sharded attention runs on several ranks.
+"""DTensor sharding of ``npu_fusion_attention`` (its strategy, ``register_sharding``) and of its backward
+``npu_fusion_attention_grad`` (a DTensor op handler, since DTensor does not redistribute keyword arguments), as
+torch_npu registers them, so sharded attention runs on several ranks, forward and backward.
 
 The strategies offered: all-Replicate always; data parallel (q, k, v and the output sharded on the layout's B
 axis, softmax_max / softmax_sum on dim 0, a BNSS or B1SS mask on dim 0, any other mask replicated) when the
@@ -45,6 +46,10 @@ def _register() -> None:
     from torch.distributed.tensor.experimental import register_sharding
 
     register_sharding(torch.ops.npu.npu_fusion_attention.default)(fusion_attention_strategy)
+    from torch.distributed.tensor import DTensor
+
+    DTensor._op_dispatcher._custom_op_handlers[torch.ops.npu.npu_fusion_attention_grad.default] = (
+        fusion_attention_grad_handler)
     _registered = True
 
 
@@ -52,10 +57,66 @@ def fusion_attention_strategy(*args: Any, **kwargs: Any) -> list[tuple[list[Any]
     """(output placements, input placements) pairs: the 7 outputs, then every argument in the order DTensor
     passes them (positional, then keywords), None for a non-tensor."""
     from torch.distributed.tensor import Replicate, Shard
+
+    ints = [None, None, None]
+    bound, inputs = _bind(operators.FA, args, kwargs)
+    strategies = [([Replicate()] * 4 + ints, inputs({}))]
+    batch = _batch_placements(bound)
+    if batch is not None:
+        strategies.append(([batch["query"], Shard(0), Shard(0), Replicate(), *ints], inputs(batch)))
+    return strategies
+
+
+def fusion_attention_grad_handler(op_call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """DTensor's handler of ``npu_fusion_attention_grad`` (the backward DTensor runs after a sharded forward), as
+    torch_npu registers one: DTensor redistributes only positional arguments, and the grad's mask, softmax
+    statistics and ``attention_in`` are keyword-only. So the handler places every tensor argument itself:
+    data parallel as the forward's when the query is sharded on the layout's B axis of a 1-D mesh and torch_npu
+    offers it (``dy`` and ``attention_in`` as the query, softmax_max / softmax_sum on dim 0, the mask as the
+    forward's), else everything replicated; it runs the operator on the local tensors and returns dq, dk, dv
+    placed as q, k, v, and dpse, dsink replicated."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    params = operators.lookup("npu_fusion_attention_grad").params
+    names = [param.name for param in params]
+    bound = {**{param.name: param.default for param in params}, **dict(zip(names, args)), **kwargs}
+    query = bound["query"]
+    mesh = query.device_mesh
+    batch = _batch_placements(bound)
+    parallel = batch is not None and mesh.ndim == 1 and tuple(query.placements) == (batch["query"],)
+    placements = {**batch, "dy": batch["query"], "attention_in": batch["query"], "softmax_max": Shard(0),
+                  "softmax_sum": Shard(0)} if parallel else {}  # fmt: skip
+
+    def local(name: str, value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        if not isinstance(value, DTensor):
+            value = DTensor.from_local(value, mesh, [Replicate()] * mesh.ndim, run_check=False)
+        return value.redistribute(mesh, [placements.get(name, Replicate())] * mesh.ndim).to_local()
+
+    grads = op_call(*(local(name, value) for name, value in zip(names, args)),
+                    **{name: local(name, value) for name, value in kwargs.items()})  # fmt: skip
+    like = (bound["query"], bound["key"], bound["value"])
+    wrapped = []
+    for index, grad in enumerate(grads):
+        if index < 3:
+            where = [placements.get(("query", "key", "value")[index], Replicate())] * mesh.ndim
+            wrapped.append(DTensor.from_local(grad, mesh, where, run_check=False, shape=like[index].shape,
+                                              stride=like[index].stride()))  # fmt: skip
+        else:
+            wrapped.append(DTensor.from_local(grad, mesh, [Replicate()] * mesh.ndim, run_check=False))
+    return tuple(wrapped)
+
+
+def _bind(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Every argument of a call of ``name`` by name, and the function giving the input placements of a strategy
+    (``placement_of[name]``, Replicate for another tensor, None for a non-tensor) in DTensor's order."""
+    from torch.distributed.tensor import Replicate
     from torch.distributed.tensor._dtensor_spec import DTensorSpec
 
-    names = [param.name for param in operators.lookup(operators.FA).params]
-    bound = {param.name: param.default for param in operators.lookup(operators.FA).params}
+    params = operators.lookup(name).params
+    names = [param.name for param in params]
+    bound = {param.name: param.default for param in params}
     bound.update(zip(names, args))
     bound.update(kwargs)
     order = [*names[: len(args)], *kwargs]
@@ -64,18 +125,23 @@ def fusion_attention_strategy(*args: Any, **kwargs: Any) -> list[tuple[list[Any]
         return [placement_of.get(name, Replicate()) if isinstance(bound[name], DTensorSpec) else None
                 for name in order]  # fmt: skip
 
-    ints = [None, None, None]
-    strategies = [([Replicate()] * 4 + ints, inputs({}))]
+    return bound, inputs
+
+
+def _batch_placements(bound: dict[str, Any]) -> dict[str, Any] | None:
+    """The data-parallel placements of q, k, v and the mask (a BNSS or B1SS mask on dim 0, any other one
+    replicated), or None when torch_npu offers no data parallelism for the call (``bound``: every argument,
+    its tensors as DTensors or their specs)."""
+    from torch.distributed.tensor import Replicate, Shard
+
     layout = str(bound["input_layout"]).upper()
     sharded_only_as_sdpa = all(bound[name] is None for name in REPLICATE_ONLY) and float(bound["keep_prob"]) == 1.0
-    if "B" in layout and layout != "TND" and sharded_only_as_sdpa:
-        batch = Shard(layout.index("B"))
-        mask = bound["atten_mask"]
-        per_batch = isinstance(mask, DTensorSpec) and mask.ndim == 4 and mask.shape[0] != 1
-        mask_placement = Shard(0) if per_batch else Replicate()
-        placements = {"query": batch, "key": batch, "value": batch, "atten_mask": mask_placement}
-        strategies.append(([batch, Shard(0), Shard(0), Replicate(), *ints], inputs(placements)))
-    return strategies
+    if "B" not in layout or not sharded_only_as_sdpa:
+        return None
+    batch = Shard(layout.index("B"))
+    mask = bound["atten_mask"]
+    per_batch = mask is not None and mask.ndim == 4 and mask.shape[0] != 1
+    return {"query": batch, "key": batch, "value": batch, "atten_mask": Shard(0) if per_batch else Replicate()}
 
 
 class _Registering(importlib.abc.Loader):

@@ -95,6 +95,8 @@ def attend_differentiable(problem: BatchProblem, out: torch.Tensor, dtype: torch
         scores = scores + p.pse[:, : p.q_len, : p.kv_len].to(dtype).view(shape)
     allowed = tile_allowed(p.band, (0, p.q_len), (0, p.kv_len), p.mask, scores.device)
     if allowed is not None:
+        if allowed.dim() == 3:  # a mask per head: (heads, S1, S2), heads grouped as the scores
+            allowed = allowed.view(shape)
         scores = scores.masked_fill(~allowed, -torch.inf)
     sink = None if p.sink is None else p.sink.to(dtype).view(p.kv_heads, group, 1, 1)
     top = scores.detach().amax(-1, keepdim=True)  # a shift only: the gradient does not depend on it
