@@ -7,7 +7,8 @@ archive <commit> | tar -x -C DIR``). Each round runs, in a fresh process per tre
 bare, the same arguments every call, after 256 calls) in the settings of ``probe_overhead.REPEATED`` asked for
 (repeated signature not sampled, default sampling, every call value-checked), with the dump off. The figure per
 tree, shape and setting is the median over rounds, with the after/before ratio; the load (``os.getloadavg``) is
-printed before and after.
+printed before and after. A count no load disturbs comes with them: the Python bytecodes the probe executes per
+call on a repeated signature, not sampled (``sys.settrace`` opcode events over 100 calls, in the first round).
 
 Each child runs with its tree as the current folder and on ``PYTHONPATH``, and ``tree/kvlint/runtime_probe``
 linked to ``tree/runtime_probe`` (the installed package maps that top-level folder under ``kvlint``): from any
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 CHILD = r"""
 import importlib.util, io, json, sys
@@ -36,6 +38,33 @@ assert kvlint.runtime_probe.__file__.startswith(tree), kvlint.runtime_probe.__fi
 import torch
 torch.manual_seed(0)
 torch_npu = bench.emulator.install()
+
+
+def bytecodes(case, output, calls=100):
+    # Python bytecodes the probe executes per call on a repeated signature, not sampled (a count: no clock)
+    args, keywords = case
+    probe = bench.runtime_probe.activate(bench.REPEATED["repeated signature, not sampled"], stream=io.StringIO())
+    try:
+        probed = bench.ProbedOp(lambda *args, **keywords: output, bench.FIA_V1, probe)
+        for _ in range(300):
+            probed(*args, **keywords)
+        count = [0]
+
+        def trace(frame, event, arg):
+            frame.f_trace_opcodes = True
+            if event == "opcode":
+                count[0] += 1
+            return trace
+
+        sys.settrace(trace)
+        for _ in range(calls):
+            probed(*args, **keywords)
+        sys.settrace(None)
+        return count[0] / calls
+    finally:
+        bench.runtime_probe.deactivate()
+
+
 found = {}
 for shape in shapes:
     args, keywords = case = getattr(bench, shape + "_case")()
@@ -44,8 +73,10 @@ for shape in shapes:
         settings = bench.REPEATED[label]
         calls = 4096 if settings.value_every else 1000 if settings.value_first is None else 5000
         found[shape + " " + name] = bench.repeated_cost(case, output, settings, calls, warm_up=256)
+    found[shape + " bytecodes"] = bytecodes(case, output)
 print(json.dumps(found))
 """
+
 SETTINGS = {"not-sampled": "repeated signature, not sampled", "default": "repeated signature, default sampling",
             "checked": "every call value-checked"}
 """The settings of ``probe_overhead.REPEATED``, in its order, by a short name."""
@@ -59,7 +90,7 @@ def _importable(tree: Path) -> None:
         link.symlink_to(tree / "runtime_probe", target_is_directory=True)
 
 
-def _run(tree: Path, shapes: list[str], settings: list[str]) -> dict[str, list[float]]:
+def _run(tree: Path, shapes: list[str], settings: list[str]) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("KVLINT_")}
     env.update(PYTHONPATH=str(tree), PYTHONWARNINGS="ignore")
     wanted = json.dumps({name: SETTINGS[name] for name in settings})
@@ -85,7 +116,7 @@ def main() -> None:
         _importable(tree)
     settings = [name for name in SETTINGS if name in options.settings]
     print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    samples: dict[str, list[dict[str, list[float]]]] = {name: [] for name in trees}
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for number in range(options.rounds):
         order = list(trees) if number % 2 == 0 else list(reversed(trees))
         for name in order:
@@ -95,6 +126,11 @@ def main() -> None:
           f"{'after CPU':>9} {'ratio':>6}")
     for key in samples["before"][0]:
         shape, name = key.split(" ")
+        if name == "bytecodes":
+            before, after = (samples[tree][0][key] for tree in trees)
+            print(f"{shape + ', Python bytecodes per call (not sampled)':44} {before:11.0f} {after:10.0f} "
+                  f"{after / before:6.3f}")
+            continue
         wall_before, wall_after, cpu_before, cpu_after = (
             statistics.median(run[key][clock] for run in samples[tree]) * 1e6
             for clock in (0, 1) for tree in trees)
