@@ -48,22 +48,31 @@ def _module_prefix(name: str) -> str | None:
     return filename
 
 
-_PREFIXES: dict[tuple[int, int], tuple[tuple[object, object], tuple[str, ...]]] = {}
+_PREFIXES: dict[tuple[int, int], tuple[tuple[object, object], tuple[str, ...], dict[int, str]]] = {}
+"""(id of torch, id of torch_npu) -> (those modules, the excluded prefixes, the kinds of code judged with them)."""
+_JUDGED: list[CodeType] = []
+"""Every code object judged: kept alive, so that the id a verdict is filed under stays its own."""
 
 
-def excluded_prefixes() -> tuple[str, ...]:
-    """Path prefixes whose frames are never the user's call site; recomputed only when the loaded torch or
-    torch_npu module changes (torch_npu may load, or be replaced, at any time)."""
+def _excluded() -> tuple[tuple[str, ...], dict[int, str]]:
+    """Path prefixes whose frames are never the user's call site, and the verdicts on code made with them;
+    recomputed only when the loaded torch or torch_npu module changes (torch_npu may load, or be replaced, at
+    any time)."""
     modules = sys.modules
-    loaded = (modules.get("torch"), modules.get("torch_npu"))
-    key = (id(loaded[0]), id(loaded[1]))
-    known = _PREFIXES.get(key)
+    torch, torch_npu = modules.get("torch"), modules.get("torch_npu")
+    known = _PREFIXES.get((id(torch), id(torch_npu)))
     if known is None:
         found = (_module_prefix("torch"), _module_prefix("torch_npu"))
         # the entry keeps the modules alive: a replaced torch_npu freed, a new one could reuse its id and get
-        # the old prefixes (and ``_kind``'s answers, keyed by the prefixes' id)
-        known = _PREFIXES[key] = (loaded, _KVLINT_DIRS + tuple(prefix for prefix in found if prefix))
-    return known[1]
+        # the old prefixes and verdicts
+        known = _PREFIXES[(id(torch), id(torch_npu))] = (
+            (torch, torch_npu), _KVLINT_DIRS + tuple(prefix for prefix in found if prefix), {})
+    return known[1], known[2]
+
+
+def excluded_prefixes() -> tuple[str, ...]:
+    """Path prefixes whose frames are never the user's call site (see ``_excluded``)."""
+    return _excluded()[0]
 
 
 _RELATIVE: dict[tuple[str, str], str] = {}
@@ -78,31 +87,30 @@ def relative(path: str, root: str) -> str:
     return _RELATIVE[key]
 
 
-_KINDS: dict[tuple[CodeType, int], str] = {}
 _GRAPH_LINES: weakref.WeakKeyDictionary[object, dict[int, tuple[str, int] | None]] = weakref.WeakKeyDictionary()
 """torch.fx graph module -> line of its generated code -> the user's (file, line) it was traced from."""
 _GENERATED_LINES: dict[tuple[str, int], tuple[str, int] | None] = {}
 """(inductor's generated file, line) -> the user's (file, line) it was compiled from."""
 
 
-def _kind(code: CodeType, prefixes: tuple[str, ...]) -> str:
-    key = (code, id(prefixes))
-    kind = _KINDS.get(key)
-    if kind is None:
-        filename = code.co_filename
-        if filename.startswith(FX_GRAPH):
-            kind = GRAPH
-        elif filename.startswith("<"):  # <string>, <stdin>: user code without a file
-            kind = SKIPPED if filename.startswith(GENERATED) else USER
-        elif os.path.abspath(filename).startswith(prefixes):
-            kind = SKIPPED
-        elif _inductor_module(filename):
-            kind = INDUCTOR
-        elif _inductor_cache(filename):  # generated, but without a line map: the caller is the site
-            kind = SKIPPED
-        else:
-            kind = USER
-        _KINDS[key] = kind
+def _kind(code: CodeType, prefixes: tuple[str, ...], kinds: dict[int, str]) -> str:
+    """The verdict on ``code``, kept in ``kinds`` by the code's id: hashing a code object hashes its bytecode and
+    constants (microseconds a frame); ``_JUDGED`` keeps the code alive."""
+    filename = code.co_filename
+    if filename.startswith(FX_GRAPH):
+        kind = GRAPH
+    elif filename.startswith("<"):  # <string>, <stdin>: user code without a file
+        kind = SKIPPED if filename.startswith(GENERATED) else USER
+    elif os.path.abspath(filename).startswith(prefixes):
+        kind = SKIPPED
+    elif _inductor_module(filename):
+        kind = INDUCTOR
+    elif _inductor_cache(filename):  # generated, but without a line map: the caller is the site
+        kind = SKIPPED
+    else:
+        kind = USER
+    _JUDGED.append(code)
+    kinds[id(code)] = kind
     return kind
 
 
@@ -158,15 +166,16 @@ def _inductor_site(frame: FrameType, prefixes: tuple[str, ...]) -> tuple[str, in
 def call_site(root: str, depth: int = 2) -> tuple[str, int]:
     """(path, line) of the innermost user frame, starting ``depth`` frames up; a compiled graph's frame
     stands for the line it was compiled from."""
-    prefixes = excluded_prefixes()
+    prefixes, kinds = _excluded()
     frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
-        kind = _kind(frame.f_code, prefixes)
-        if kind == USER:
-            filename = frame.f_code.co_filename
-            return (filename if filename.startswith("<") else relative(filename, root)), frame.f_lineno
-        if kind != SKIPPED:
-            site = _graph_site(frame, prefixes) if kind == GRAPH else _inductor_site(frame, prefixes)
+        code = frame.f_code
+        kind = kinds.get(id(code)) or _kind(code, prefixes, kinds)
+        if kind is not SKIPPED:
+            if kind is USER:
+                filename = code.co_filename
+                return (filename if filename.startswith("<") else relative(filename, root)), frame.f_lineno
+            site = _graph_site(frame, prefixes) if kind is GRAPH else _inductor_site(frame, prefixes)
             if site is not None:
                 return relative(site[0], root), site[1]
         frame = frame.f_back

@@ -103,13 +103,13 @@ class _Thread(threading.local):
 
 
 class Graphs:
-    """The probe's record of the graphs of this process; captures and updates are per thread. ``_open``
+    """The probe's record of the graphs of this process; captures and updates are per thread. ``open``
     counts the captures and updates in progress on any thread, so that a probed call asks its thread only
     while there is one (the cost of every call outside graphs is one attribute read)."""
 
     def __init__(self) -> None:
         self._local = _Thread()
-        self._open = 0
+        self.open = 0
         self._graphs: dict[int, tuple[object, Graph]] = {}
         self._handles: dict[int, tuple[object, Group]] = {}
         self._lock = threading.Lock()
@@ -120,12 +120,12 @@ class Graphs:
         with self._lock:
             self._graphs[id(graph)] = (graph, record)  # a graph captured again starts afresh
         with self._lock:
-            self._open += self._local.capture is None
+            self.open += self._local.capture is None
         self._local.capture, self._local.groups = record, []
 
     def capture_end(self) -> None:
         with self._lock:
-            self._open -= self._local.capture is not None
+            self.open -= self._local.capture is not None
         self._local.capture, self._local.groups = None, []
 
     def graph_updated(self, graph: object) -> None:
@@ -150,7 +150,7 @@ class Graphs:
     def update_begin(self, handle: object) -> None:
         known = self._handles.get(id(handle))
         with self._lock:
-            self._open += self._local.update is None
+            self.open += self._local.update is None
         self._local.update = Group() if known is None or known[0] is not handle else known[1]
         self._local.update_calls = []
 
@@ -161,7 +161,7 @@ class Graphs:
         if group is None:
             return []
         with self._lock:
-            self._open -= 1
+            self.open -= 1
         self._local.update = None
         stale = [_stale(group, path, line, number) for path, line, number in group.unrefreshed]
         group.unrefreshed.clear()
@@ -189,10 +189,10 @@ class Graphs:
 
     # -- the probed calls -----------------------------------------------------------------------------
     def capturing(self) -> Graph | None:
-        return self._local.capture if self._open else None
+        return self._local.capture if self.open else None
 
     def updating(self) -> bool:
-        return bool(self._open) and self._local.update is not None
+        return bool(self.open) and self._local.update is not None
 
     def captured(self, task: Task) -> None:
         capture = self.capturing()

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -51,7 +51,7 @@ from kvlint.runtime_probe.callsite import call_site
 from kvlint.runtime_probe.config import Settings, from_env
 from kvlint.runtime_probe.hooks import Patches, PostImportFinder, after_call
 from kvlint.runtime_probe.keeper import WAIT_FOR_WRITER, Keeper, enrol, start_roster
-from kvlint.runtime_probe.report import Recorder, check_writable, summary
+from kvlint.runtime_probe.report import Recorder, Site, check_writable, summary
 
 from kvlint.catalogue.cache_writes import CACHE_WRITES, CacheWrite
 from kvlint.catalogue.operators import INFERENCE_ATTENTION, Operator, lookup
@@ -112,9 +112,9 @@ def _get(args: tuple[Any, ...], kwargs: dict[str, Any], where: Where | None) -> 
     return args[where] if isinstance(where, int) else kwargs[where]
 
 
-@dataclass(slots=True)
 class _Ticket:
-    """One probed call on its way through the probe."""
+    """One probed call on its way through the probe. Every attribute after ``compare`` starts as the class's
+    default (all immutable) and is set on the calls that need it: a ticket is made on every call."""
 
     op: str
     path: str
@@ -123,6 +123,8 @@ class _Ticket:
     checked: bool
     """Value-checked: every check runs (a new signature, or a sampled call)."""
     compare: bool
+    site: Site | None = None
+    """The recorder's counters of the call's site (None for a call a graph replay judges)."""
     call: LiveCall | None = None
     validated: bool = False
     step: Step | None = None
@@ -136,12 +138,18 @@ class _Ticket:
     update: bool = False
     """Issued during an NPU graph task update: it rewrites a captured task's arguments, reads and writes
     nothing (``graph_tasks``)."""
-    errors: list[ProbeError] = field(default_factory=list)
+    errors: list[ProbeError] | None = None
+    """The errors strict mode raises from this call (None: none so far)."""
     overload: str = "default"
     raw: tuple[tuple[Any, ...], dict[str, Any]] | None = None
     """The call's own arguments, kept only when findings are dumped (``KVLINT_PROBE_DUMP``)."""
-    companions: list[Any] = field(default_factory=list)
+    companions: list[Any] | None = None
     """``dump.Call`` of the earlier calls a finding across calls at this call needs to be reproduced."""
+
+    def __init__(self, op: str, path: str, line: int, number: int, checked: bool, compare: bool,
+                 site: Site | None = None, update: bool = False) -> None:  # fmt: skip
+        self.op, self.path, self.line, self.number, self.checked, self.compare = op, path, line, number, checked, compare
+        self.site, self.update = site, update
 
 
 class _Modules:
@@ -158,7 +166,7 @@ class _Modules:
 
         self.cache_rows, self.checks, self.compare, self.coverage = cache_rows, checks, compare, coverage
         self.drift, self.live_call, self.signature = drift, live_call, signature
-        self.Invisible = isolation.Invisible
+        self.Invisible, self.unseen = isolation.Invisible, isolation.unseen
         self.compiling = torch.compiler.is_compiling
         self.clock = steps.Clock()
         self.cache_usage = CacheUsage()
@@ -342,9 +350,9 @@ class Probe:
         started = time.perf_counter()
         ticket: _Ticket | None = None
         try:
-            with modules.Invisible():
-                ticket = self._before(modules, name, overload, args, kwargs)
-            self._raise_if_strict(ticket)
+            ticket = modules.unseen(self._before, modules, name, overload, args, kwargs)
+            if ticket.errors:
+                self._raise_if_strict(ticket)
             begun = time.perf_counter()
             try:
                 result = target(*args, **kwargs)
@@ -353,14 +361,15 @@ class Probe:
                 self.recorder.raised(name, ticket.path, ticket.line, error)
                 raise
             ticket.seconds = time.perf_counter() - begun
-            with modules.Invisible():
-                self._after(modules, ticket, result)
-            self._raise_if_strict(ticket)
+            if not ticket.update and (ticket.write is not None or ticket.call is not None):
+                modules.unseen(self._after, modules, ticket, result)
+                if ticket.errors:
+                    self._raise_if_strict(ticket)
             return result
         finally:
             if ticket is not None:
-                self.recorder.finish_call(name, ticket.path, ticket.line, ticket.validated,
-                                          time.perf_counter() - started - ticket.seconds)
+                seconds = time.perf_counter() - started - ticket.seconds
+                self.recorder.finish_call(ticket.site, ticket.validated, seconds)
                 if self._keeping:
                     self.keeper.after_call(None if ticket.step is None else ticket.step.number)
             local.busy = False
@@ -380,10 +389,10 @@ class Probe:
         """The call's site, number and step; every check on a checked call, the seen signature's findings
         on any other."""
         try:
-            path, line = call_site(self._root)
+            path, line = call_site(self._root, depth=3)  # the walk starts at run(), which called unseen(_before)
         except Exception:  # an exotic frame: the call is still probed, under an unknown site
             path, line = "<unknown>", 0
-        number = self.recorder.start_call(name, path, line)
+        site, number = self.recorder.start_call(name, path, line)
         settings = self.settings
         compare = settings.compare and (settings.sample is None or number <= settings.sample)
         key: object = (name, overload, path, line, modules.signature.signature(args, kwargs))
@@ -392,7 +401,9 @@ class Probe:
         except TypeError:  # an unhashable argument: no signature, every call is checked
             key, known = None, None
         checked = known is None or compare or settings.value_checked(number)
-        ticket = _Ticket(name, path, line, number, checked, compare, update=self._graphs.updating())
+        graphs = self._graphs
+        ticket = _Ticket(name, path, line, number, checked, compare, site,
+                         update=graphs.open > 0 and graphs.updating())
         if settings.dump_dir is not None:
             ticket.overload, ticket.raw = overload, (args, kwargs)
         try:
@@ -402,13 +413,17 @@ class Probe:
                 ticket.validated = True
                 for code, message in known.findings:
                     self._report(ticket, code, message)
-                if ticket.update:  # arguments not read: the group's replays are not judged until the next
-                    self._graphs.updated(graph_tasks.Task(name, path, line, None))
-                    return ticket
-                captured = self._graphs.capturing() is not None
-                if captured:
-                    self._capture(modules, ticket, overload, args, kwargs)
-                self._place(modules, ticket, *(_get(args, kwargs, where) for where in known.places))
+                captured = False
+                if graphs.open:  # a capture or an update is in progress (on some thread)
+                    if ticket.update:  # arguments not read: the group's replays are not judged until the next
+                        graphs.updated(graph_tasks.Task(name, path, line, None))
+                        return ticket
+                    captured = graphs.capturing() is not None
+                    if captured:
+                        self._capture(modules, ticket, overload, args, kwargs)
+                if known.places:
+                    first, second = known.places
+                    self._place(modules, ticket, _get(args, kwargs, first), _get(args, kwargs, second))
                 if ticket.write is not None and not captured:  # a captured write is followed at its replays
                     self._unfollowed_write(modules, ticket.cache)
         except Exception as exc:
@@ -742,7 +757,11 @@ class Probe:
             self._dump(ticket, code, message, op, path, line)
         ticket.flagged = True
         if self.settings.strict:
-            ticket.errors.append(ProbeError(code, path, line, f"{RULES[code].symbol}: {message}"))
+            error = ProbeError(code, path, line, f"{RULES[code].symbol}: {message}")
+            if ticket.errors is None:
+                ticket.errors = [error]
+            else:
+                ticket.errors.append(error)
 
     # -- reproductions ------------------------------------------------------------------------------
     @staticmethod
@@ -779,7 +798,7 @@ class Probe:
         process = dump.process()
         finding = {"code": code, "symbol": rule.symbol, "severity": ERROR, "message": message, "op": op,
                    "path": path, "line": line, "process": process}
-        calls = [*(ticket.companions if code in ACROSS_CALLS else []), self._call(ticket)]
+        calls = [*((ticket.companions or []) if code in ACROSS_CALLS else []), self._call(ticket)]
         rank = "" if process["rank"] is None else str(process["rank"])
         assert self.settings.dump_dir is not None
         folder = Path(self._root, self.settings.dump_dir, dump.folder_name(path, line, code, rank, os.getpid()))

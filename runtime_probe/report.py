@@ -90,18 +90,18 @@ class Recorder:
         self.sites: dict[tuple[str, str, int], Site] = {}
         self.findings: dict[tuple[str, str, int, str], Finding] = {}
 
-    def start_call(self, op: str, path: str, line: int) -> int:
-        """Count a call at its site; returns the call's number there (1 for the first)."""
+    def start_call(self, op: str, path: str, line: int) -> tuple[Site, int]:
+        """Count a call at its site; returns the site and the call's number there (1 for the first)."""
         with self._lock:
             site = self.sites.get((op, path, line))
             if site is None:
                 site = self.sites[(op, path, line)] = Site(op, path, line)
             site.calls += 1
-            return site.calls
+            return site, site.calls
 
-    def finish_call(self, op: str, path: str, line: int, validated: bool, probe_seconds: float) -> None:
+    def finish_call(self, site: Site, validated: bool, probe_seconds: float) -> None:
+        """The end of a call that ``start_call`` counted at ``site``."""
         with self._lock:
-            site = self.sites[(op, path, line)]
             site.validated += validated
             site.probe_seconds += probe_seconds
 

@@ -9,7 +9,8 @@ keyword names are part of it. A call site's first call with a signature gets eve
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter, itemgetter
 
 import torch
 
@@ -17,25 +18,57 @@ Signature = tuple[Hashable, ...]
 
 
 _VALUES = frozenset({int, float, str, bool, type(None)})
+_TENSOR = attrgetter("dtype", "shape", "device")
+"""A tensor's part of a signature after its type (one C call)."""
+Picker = Callable[[tuple[object, ...]], tuple[object, ...]]
+Plan = tuple[Picker | None, Picker | None, Picker | None]
 
 
-def _describe(value: object) -> Hashable:
-    kind = type(value)
-    if kind in _VALUES:
-        return value  # type: ignore[return-value]
-    if isinstance(value, torch.Tensor):
-        return (kind, value.dtype, value.shape, value.device)
-    if kind is list or kind is tuple:
-        tensors = tuple(_describe(item) for item in value if isinstance(item, torch.Tensor))  # type: ignore[attr-defined]
-        return (kind, len(value), tensors)  # type: ignore[arg-type]
-    return value  # type: ignore[return-value]
+def _sequence(value: Sequence[object]) -> Hashable:
+    """A list or tuple: its length, and its tensors' signatures (none for a list of numbers: one C call)."""
+    if _VALUES.issuperset(map(type, value)):
+        return len(value)
+    return (len(value), tuple((type(item), *_TENSOR(item)) for item in value if isinstance(item, torch.Tensor)))
+
+
+def _picker(indices: list[int]) -> Picker | None:
+    """The values at ``indices``, always as a tuple (``itemgetter`` of one index returns the value itself)."""
+    if not indices:
+        return None
+    return itemgetter(*indices) if len(indices) > 1 else itemgetter(slice(indices[0], indices[0] + 1))
+
+
+_PLANS: dict[tuple[type, ...], Plan] = {}
+"""The argument types of a call -> which of its values are tensors, lists or tuples, and plain values: computed
+once per combination of types, so that describing a call is a handful of C calls, not a loop in Python."""
+MAX_PLANS = 1024
+
+
+def _plan(kinds: tuple[type, ...]) -> Plan:
+    tensors = [index for index, kind in enumerate(kinds) if issubclass(kind, torch.Tensor)]
+    sequences = [index for index, kind in enumerate(kinds) if kind is list or kind is tuple]
+    values = [index for index in range(len(kinds)) if index not in tensors and index not in sequences]
+    plan = (_picker(values), _picker(tensors), _picker(sequences))
+    if len(_PLANS) < MAX_PLANS:
+        _PLANS[kinds] = plan
+    return plan
 
 
 def signature(args: tuple[object, ...], kwargs: dict[str, object]) -> Signature:
-    """The call's signature (unhashable when an argument is: such a call is looked up, fails, and is checked)."""
-    return (tuple(map(_describe, args)), tuple(kwargs), tuple(map(_describe, kwargs.values())))
+    """The call's signature (unhashable when an argument is: such a call is looked up, fails, and is checked).
+    It runs on every probed call: the types of the values pick the plan, the plan picks the values."""
+    values = (*args, *kwargs.values())
+    kinds = tuple(map(type, values))
+    plan = _PLANS.get(kinds) or _plan(kinds)
+    plain, tensors, sequences = plan
+    return (len(args), tuple(kwargs), kinds, plain and plain(values),
+            tensors and tuple(map(_TENSOR, tensors(values))),
+            sequences and tuple(map(_sequence, sequences(values))))
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def plain(value: object) -> bool:
     """A real tensor with storage: not a subclass such as FakeTensor, not on the meta device."""
-    return type(value) in (torch.Tensor, torch.nn.Parameter) and not value.is_meta  # type: ignore[union-attr]
+    return type(value) in _PLAIN and not value.is_meta  # type: ignore[union-attr]

@@ -55,23 +55,25 @@ class Drift:
 @dataclass
 class Step:
     number: int
-    written: dict[int, tuple[str, tuple[str, int]]] = field(default_factory=dict)
+    written: dict[int, tuple[str, tuple[str, int]]] = field(default_factory=dict, init=False)
     """Layer identity of each cache written in the step -> (operator, site) of its first write."""
-    sources: dict[int, int] = field(default_factory=dict)
+    sources: dict[int, int] = field(default_factory=dict, init=False)
     """data_ptr of each tensor written into a cache in the step (the new keys themselves) -> that cache's layer."""
-    writes: dict[int, list[Write]] = field(default_factory=dict)
+    writes: dict[int, list[Write]] = field(default_factory=dict, init=False)
     """Layer identity -> its value-checked writes."""
-    first_positions: dict[tuple[object, ...], tuple[int, torch.Tensor]] = field(default_factory=dict)
+    first_positions: dict[tuple[object, ...], tuple[int, torch.Tensor]] = field(default_factory=dict, init=False)
     """(write site, cache shape, dtype) -> (layer, positions) of the step's first write there."""
-    layers: dict[tuple[object, ...], list[int]] = field(default_factory=dict)
-    drifts: dict[int, Drift] = field(default_factory=dict)
+    layers: dict[tuple[object, ...], list[int]] = field(default_factory=dict, init=False)
+    drifts: dict[int, Drift] = field(default_factory=dict, init=False)
     attention_calls: int = 0
 
     def close(self) -> None:
         """The thread has moved on to its next step: what the checks across calls kept for this one is
         dropped (a closed step is only counted, and kept by the cache figures while they show it)."""
-        for records in (self.written, self.sources, self.writes, self.first_positions, self.layers, self.drifts):
-            records.clear()
+        if self.written or self.sources or self.writes or self.first_positions or self.layers or self.drifts:
+            for records in (self.written, self.sources, self.writes, self.first_positions, self.layers,
+                            self.drifts):  # fmt: skip
+                records.clear()
 
 
 MAX_FOLLOWED_ROWS = 1 << 16
@@ -184,8 +186,7 @@ class Clock:
         """Steps with at least one attention call (the cache figures count those they did not measure)."""
 
     def _new_step(self) -> Step:
-        with self._lock:
-            return Step(next(self._numbers))
+        return Step(next(self._numbers))  # one call of a C iterator: atomic under the GIL, no lock needed
 
     def current(self) -> Step:
         step = getattr(self._local, "step", None)
@@ -205,8 +206,9 @@ class Clock:
         if pair in local.seen:
             step.close()
             step = local.step = self._new_step()
-            local.seen = set()
-        local.seen.add(pair)
+            local.seen = {pair}
+        else:
+            local.seen.add(pair)
         return step
 
     def write(self, op: str, site: tuple[str, int], cache: torch.Tensor, source: object) -> Step:
