@@ -328,7 +328,11 @@ DOCS: dict[str, RuleDoc] = {
         what="Reports a literal TND/NTD-family `input_layout` on a call that does not pass both the query "
              "and the KV length arguments; for the sparse-attention kernels, a `layout_query` or key layout "
              "'TND' without that side's lengths (`actual_seq_lengths_query`, `actual_seq_lengths_key` / "
-             "`_kv`). " + SHAPE_TESTS,
+             "`_kv`). Also reports a TND call whose length lists are passed but stay empty or None on a "
+             "path: a local `[]`, `()` or None that only one branch of an `if` fills (`if mask is not None:` "
+             "appending the lengths) while the other branch goes on to the call; the message names the "
+             "branch. Not where every path fills them (a loop, both branches) or the empty path returns or "
+             "raises first. " + SHAPE_TESTS,
         why="In TND the batch is packed along T and the lengths are the only way the kernel finds the "
             "sequence boundaries; the operators require both (cumulative) length lists and fail at launch "
             "when one is missing.",
@@ -343,6 +347,7 @@ DOCS: dict[str, RuleDoc] = {
         references=(
             Reference("FIA-C14: TND needs both length lists, each cumulative", f"{FIA}#fia-c14"),
             Reference("FIA-T4: TND lengths must be cumulative", f"{FIA}#fia-t4"),
+            Reference("FA-C5: TND needs actual_seq_qlen and actual_seq_kvlen", f"{FA}#fa-c5"),
             gh("sgl-project/sglang", "PR", 31867, "[NPU] Update non-vit vision part for cumulative seqlen"),
         ),
         no_fix="The length tensors are not in the call.",
@@ -657,7 +662,22 @@ DOCS: dict[str, RuleDoc] = {
              "reserved or unused), a mask every same-module caller gives None, a call that may pass the mask "
              "through `**kwargs`, a causality flag where the code proves a query of length 1, a mask "
              "parameter where the call passes KV lengths (padding is cut by the lengths), and a misspelled "
-             "mask keyword (KVL101 reports it).",
+             "mask keyword (KVL101 reports it). Also reports a parameter the function reads only on sibling "
+             "paths (the other branches of an `if` on the backend, the dtype, `is_npu`, or a branch that "
+             "returns first) where one of them honours it (a flash-attn or SDPA call takes the flag or the "
+             "mask, the eager branch adds the mask to its scores), while the operator call's path reads it "
+             "nowhere: a causality flag where the call passes no mask, a mask where the call passes none or "
+             "only the causal template (`sparse_mode` 2/3/4), so the padding part of the mask is lost; the "
+             "message names the sibling that honours it; likewise a causality flag stored in `self` that only "
+             "this method reads (`sdpa(..., is_causal=self.is_causal)` on the other branch), and a causality "
+             "flag never read by a backend function (no same-module caller passes it False), where a sibling "
+             "backend of the same signature (three shared parameters; not the dispatcher calling it) passes it "
+             "to an attention call. Not where a test "
+             "on the call's own path reads it "
+             "(a flag that picks the branch, a guard that raises, a warning), where the call is on the "
+             "`not causal` side of a causality flag (the mask is the causal one), where the call passes KV "
+             "lengths, or where no path honours the parameter (logged only). Several dropped parameters of one "
+             "call are one finding.",
         why="The caller built the mask (the padding of a batch of images, a causal flag) and handed it over; "
             "the function drops it and the operator attends every position. Padded patches or future tokens "
             "leak into the result, with no error; the SDPA backend of the same signature usually honours the "
@@ -686,7 +706,19 @@ DOCS: dict[str, RuleDoc] = {
              "assignment. Not reported where the function tests the parameter (a guard that raises, a branch "
              "that picks another path) or hands it to another call on every path (a validator, an inputs "
              "object), where its docstring says it is reserved or unused, where the call may pass it through "
-             "`**kwargs`, or where another method reads the stored attribute (to build a mask, say).",
+             "`**kwargs`, or where another method reads the stored attribute (to build a mask, say). Also "
+             "reports a control parameter, or per-sample lengths (`q_lens`, `k_lens`, `seq_lens`, "
+             "`cu_seqlens_k`, `actual_seq_kvlen`, ...), that the function reads only on sibling paths (the "
+             "other branches of an `if`, or a branch that returns first) where an attention call takes it "
+             "(flash-attn, SDPA, another operator call), while the operator call's path reads it nowhere: "
+             "the message names that call. The same for a `self` attribute of that kind (`self.softmax_scale`, "
+             "`self.sliding_window`) that only this method reads, and for lengths a backend function never "
+             "reads (no same-module caller passes None), where a sibling backend of the same signature passes "
+             "them to an attention call. Lengths are reported only with that "
+             "evidence, and not where the call passes KV lengths of its own or where the sibling that takes "
+             "them runs over a KV cache (a decode step's lengths measure the cache, not a prefill call's "
+             "fresh keys). Every dropped parameter of a call is named in its one finding (a stored attribute "
+             "nothing reads: one finding per class).",
         why="The caller's setting is lost on the one path that calls the operator: a wrapper that takes "
             "`softmax_scale` (carrying a YaRN mscale) but passes `scale=1 / math.sqrt(d)` computes every "
             "score with the wrong temperature; a `sliding_window` that never reaches `pre_tokens` (with "

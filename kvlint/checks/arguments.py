@@ -17,8 +17,10 @@ from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.evaluate import literal
 from kvlint.analysis.facts import FLOAT_DTYPES, is_torch_function
 from kvlint.analysis.finding import Issue
+from kvlint.analysis.flow import reaching_definitions, terminates
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.shape_tests import computes_no_numbers
+from kvlint.analysis.walk import nodes_of
 from kvlint.catalogue.operators import (
     FA,
     FA_LAYOUTS,
@@ -201,10 +203,89 @@ def check_tnd_missing_lengths(site: CallSite) -> Iterator[Issue]:
     else:
         return
     missing = [name for name in needed if site.absent(name)]
-    if missing and not computes_no_numbers(site):
+    if computes_no_numbers(site):
+        return
+    if missing:
         yield Issue("KVL111", _anchor(site, "input_layout"),
                     f"input_layout '{layout}' needs both {needed[0]} and {needed[1]} (cumulative lengths); "
                     f"missing: {', '.join(missing)}")
+        return
+    empty = [(name, found) for name in needed if (found := _empty_on_a_path(site.argument(name))) is not None]
+    if empty:
+        if len(empty) == 2 and empty[0][1] == empty[1][1]:
+            described = f"{empty[0][0]} and {empty[1][0]} stay {empty[0][1]}"
+        else:
+            described = " and ".join(f"{name} stays {found}" for name, found in empty)
+        yield Issue("KVL111", _anchor(site, "input_layout"),
+                    f"input_layout '{layout}' needs both {needed[0]} and {needed[1]} (cumulative lengths), but "
+                    f"{described}: the call raises there (the lists must be non-empty); build the lengths on "
+                    "every path (one sequence per batch when there is no mask), or use a layout without lengths")
+
+
+_GROWERS = frozenset({"append", "extend", "insert"})
+
+
+def _empty_on_a_path(expr: nodes.NodeNG | None) -> str | None:
+    """Where a length list the call receives stays empty (or None) on some path: the local ``[]``, ``()`` or
+    None that reaches the call while every later ``append`` / ``extend`` / ``+=`` (or the other assignment)
+    sits in an ``if`` that does not hold the call, whose other branch goes on to it. None when no path is
+    shown."""
+    while isinstance(expr, nodes.Call) and isinstance(expr.func, nodes.Name) and expr.func.name in (
+            "tuple", "list") and len(expr.args) == 1 and not expr.keywords:
+        expr = expr.args[0]
+    if not isinstance(expr, nodes.Name):
+        return None
+    call_line = expr.lineno or 0
+    reaching = reaching_definitions(expr.name, expr)
+    for definition, _ in reaching:
+        statement = definition.statement() if isinstance(definition, nodes.AssignName) else None
+        if not (isinstance(statement, nodes.Assign) and len(statement.targets) == 1 and (
+                isinstance(statement.value, (nodes.List, nodes.Tuple)) and not statement.value.elts
+                or isinstance(statement.value, nodes.Const) and statement.value.value is None)):
+            continue
+        frame = statement.frame()
+        empty = statement.value.as_string()
+        changes = [node.statement() for node in nodes_of(frame, (nodes.Call, nodes.AugAssign))
+                   if _grows(node, expr.name) and statement.lineno < (node.lineno or 0) < call_line]
+        changes += [other.statement() for other, _ in reaching if other is not definition]
+        guards = [_guard(change, expr) for change in changes]
+        if any(guard is None for guard in guards):
+            continue
+        branches: dict[int, set[bool]] = {}
+        for guard, in_body in guards:
+            branches.setdefault(id(guard), set()).add(in_body)
+        if any(len(taken) == 2 for taken in branches.values()):
+            continue  # both branches of one if fill it
+        if not guards:
+            return f"{empty} (line {statement.lineno}) on every path (nothing fills it)"
+        tests = sorted({f"'{guard.test.as_string()}' is {'false' if in_body else 'true'}"
+                        for guard, in_body in guards})
+        return f"{empty} (line {statement.lineno}) when {' or '.join(tests)} (only the other branch fills it)"
+    return None
+
+
+def _grows(node: nodes.NodeNG, name: str) -> bool:
+    if isinstance(node, nodes.AugAssign):
+        return isinstance(node.target, nodes.AssignName) and node.target.name == name
+    func = node.func
+    return isinstance(func, nodes.Attribute) and func.attrname in _GROWERS and isinstance(
+        func.expr, nodes.Name) and func.expr.name == name
+
+
+def _guard(statement: nodes.NodeNG, use: nodes.NodeNG) -> tuple[nodes.If, bool] | None:
+    """The outermost ``if`` around ``statement`` that does not hold ``use`` and whose other branch goes on to
+    it (it is empty, or neither returns nor raises), with True when ``statement`` is in its body."""
+    found = None
+    node = statement
+    while node.parent is not None and node is not use.frame():
+        parent = node.parent
+        if isinstance(parent, nodes.If) and node is not parent.test and not any(
+                ancestor is parent for ancestor in use.node_ancestors()):
+            in_body = node in parent.body
+            if not terminates(parent.orelse if in_body else parent.body):
+                found = (parent, in_body)
+        node = parent
+    return found
 
 
 def _sparse_tnd_missing_lengths(site: CallSite, role: str) -> Iterator[Issue]:

@@ -7,6 +7,11 @@ Not reported where the function tests the parameter (``if window_size is not Non
 picks another path) or hands it to another call on every path (a validator, an inputs object), where its
 docstring says it is reserved or unused, where the call may pass it through ``**kwargs``, or where a method
 other than the constructor reads the stored attribute.
+
+With a sibling path's evidence (``kvlint.analysis.siblings``: another branch's attention call takes it) also
+for a parameter the function does test elsewhere, for per-sample lengths (``q_lens``, ``k_lens``,
+``cu_seqlens_k``) and for a ``self`` attribute only this method reads, when the operator call's path reads
+none of them. One finding per call names every dropped parameter.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from collections.abc import Iterator
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.facts import CACHE_NAME
 from kvlint.analysis.finding import Issue
-from kvlint.analysis.flow import Param, reaching_definitions
 from kvlint.analysis.names import enclosing_class, is_self
-from kvlint.analysis.walk import nodes_of
-from kvlint.checks.masks import documented_unused
-from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, SCALE_PARAM
+from kvlint.analysis.siblings import (enumerate_names, flag_attributes, honoured_by_sibling_function,
+                                      honoured_elsewhere, mentions)
+from kvlint.analysis.walk import nodes_named, nodes_of
+from kvlint.checks.masks import callers_pass_none, documented_unused
+from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, SCALE_PARAM
 
 CONTROLS: dict[str, str] = {
     "softmax_scale": "scale", "sm_scale": "scale", "attn_scale": "scale", "softmax_scaling": "scale",
@@ -31,6 +38,11 @@ CONTROLS: dict[str, str] = {
     "triangular_masking": "masking", "no_masking": "masking", "causal_masking": "masking",
 }
 """Parameter names that control the attention a call computes, and what they control."""
+_CONTROL_NAMES = re.compile("^(" + "|".join(CONTROLS) + ")$")
+LENGTHS = re.compile(r"^((cu_)?seq_?lens(_[qk]v?)?|(cu_)?seqlens(_[qk]v?)?|[qk]v?_?lens|(q|k|kv|key|query|context)_"
+                     r"(seq_?lens|lengths)|actual_seq_(q|kv)len|actual_seq_lengths(_kv)?)$")
+"""Per-sample lengths (``q_lens``, ``k_lens``, ``seq_lens``, ``cu_seqlens_k``, ``actual_seq_kvlen``): reported
+only where a sibling path honours them (``kvlint.analysis.siblings``)."""
 _CONSEQUENCE = {
     "scale": "the caller's scale (a YaRN mscale, a model's own softmax scale) is replaced by whatever the call "
              "computes; pass it as {op_scale}",
@@ -38,43 +50,15 @@ _CONSEQUENCE = {
               "(with sparse_mode=4 and the 2048x2048 mask) or build it into atten_mask",
     "masking": "the masking the caller chose is ignored; build atten_mask / sparse_mode from it, or raise when "
                "this path cannot honour it",
+    "lengths": "the padding past each sample's length is attended on this path; pass the lengths as {op_lengths} "
+               "(cumulative for TND) or cut the padding first",
 }
-_MAX_DEPTH = 6
-
-
-def _mentions(expr: nodes.NodeNG, param: str, attribute: str | None, depth: int = 0,
-              seen: set[int] | None = None) -> bool:
-    """``expr`` reads the parameter (or ``self.<attribute>``), directly or through the local assignments
-    that reach it (each assignment visited once)."""
-    if depth > _MAX_DEPTH:
-        return True  # too deep to tell: assume it does
-    seen = set() if seen is None else seen
-    for node in nodes_of(expr, (nodes.Name, nodes.Attribute)):
-        if isinstance(node, nodes.Attribute) and attribute is not None and node.attrname == attribute and is_self(
-                node.expr):
-            return True
-        if not isinstance(node, nodes.Name):
-            continue
-        if node.name == param:
-            return True
-        for definition, _ in reaching_definitions(node.name, node):
-            if isinstance(definition, Param) or not isinstance(definition, nodes.NodeNG):
-                continue
-            statement = definition.statement()
-            value = getattr(statement, "value", None)
-            if id(statement) in seen or value is None or not isinstance(
-                    statement, (nodes.Assign, nodes.AnnAssign, nodes.AugAssign)):
-                continue
-            seen.add(id(statement))
-            if _mentions(value, param, attribute, depth + 1, seen):
-                return True
-    return False
 
 
 def _tested(function: nodes.FunctionDef, param: str, attribute: str | None) -> bool:
     """The function branches on the parameter (or guards it): ``if``, a conditional expression, ``assert``."""
     tests = [n.test for n in nodes_of(function, (nodes.If, nodes.IfExp, nodes.While, nodes.Assert))]
-    return any(_mentions(test, param, attribute) for test in tests)
+    return any(mentions(test, param, attribute) for test in tests)
 
 
 def _handed_on(function: nodes.FunctionDef, param: str, site: CallSite) -> bool:
@@ -121,33 +105,84 @@ def _stored(site: CallSite) -> list[tuple[str, str, nodes.AssignAttr]]:
     return found
 
 
+def _dropped(site: CallSite, function: nodes.FunctionDef) -> Iterator[tuple[str, str, str]]:
+    """(parameter, what it controls, the evidence) for each parameter of ``function`` this call drops: a
+    control parameter nothing on any path uses (no evidence needed: the name says what it controls), or a
+    control or length parameter that only a sibling path honours."""
+    arguments = _arguments(site)
+    kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
+    lengths_passed = site.argument(kv_lengths) is not None and not all(
+        alt.value.is_none for alt in site.values(kv_lengths))
+    for param in (a.name for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs):
+        kind = CONTROLS.get(param) or ("lengths" if LENGTHS.match(param) and not lengths_passed else None)
+        if kind is None or param.startswith("_") or documented_unused(function, param) or any(
+                mentions(argument, param, None) for argument in arguments):
+            continue
+        honoured = honoured_elsewhere(function, site.call, param)
+        if honoured is None and kind == "lengths" and not nodes_named(function, nodes.Name, param) and not (
+                callers_pass_none(function, param)):
+            honoured = honoured_by_sibling_function(function, param)
+        if honoured is not None and not (kind == "lengths" and _over_cache(honoured.node) and not _over_cache(
+                site.call)):
+            yield f"'{param}'", kind, f" ({honoured.text})"
+        elif kind != "lengths" and not _tested(function, param, None) and not _handed_on(function, param, site):
+            yield f"'{param}'", kind, ""
+    for attribute in flag_attributes(function, _CONTROL_NAMES):
+        if any(mentions(argument, "", attribute) for argument in arguments):
+            continue
+        honoured = honoured_elsewhere(function, site.call, attribute, attribute=True)
+        if honoured is not None:
+            yield f"self.{attribute}", CONTROLS[attribute], f" ({honoured.text})"
+
+
+def _over_cache(node: nodes.NodeNG) -> bool:
+    """A call over a KV cache (its keys or values named like one, or a block table): the lengths it takes
+    measure the cache (a decode step), not the fresh keys of a sibling prefill call."""
+    if not isinstance(node, nodes.Call):
+        return False
+    keywords = {k.arg: k.value for k in node.keywords or () if k.arg}
+    if any(name in keywords for name in ("block_table", "block_tables")):
+        return True
+    operands = list(node.args[1:3]) + [keywords[name] for name in ("key", "value", "k", "v") if name in keywords]
+    return any(CACHE_NAME.search(n.name if isinstance(n, nodes.Name) else n.attrname)
+               for operand in operands for n in nodes_of(operand, (nodes.Name, nodes.Attribute)))
+
+
+def _verb(named: list[str]) -> str:
+    """``takes`` for parameters, ``reads`` for ``self`` attributes, ``uses`` for both."""
+    attributes = sum(name.startswith("self.") for name in named)
+    return "takes" if not attributes else "reads" if attributes == len(named) else "uses"
+
+
 def check_attention_parameter_dropped(site: CallSite) -> Iterator[Issue]:
-    """KVL208: an attention-controlling parameter of the calling function (or the class's constructor) that no
-    argument of the operator call uses."""
+    """KVL208: attention-controlling parameters of the calling function (or the class's constructor) that no
+    argument of the operator call uses; one finding per call, naming each of them."""
     if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended:
         return
     function = site.call.frame()
     if not isinstance(function, nodes.FunctionDef):
         return
-    arguments = _arguments(site)
-    taken = [a.name for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs
-             if a.name in CONTROLS and not re.match(r"^_", a.name)]
-    for param in taken:
-        if any(_mentions(argument, param, None) for argument in arguments) or _tested(function, param, None) or (
-                _handed_on(function, param, site) or documented_unused(function, param)):
-            continue
+    dropped = list(_dropped(site, function))
+    if dropped:
+        named = enumerate_names([f"{param}{evidence}" for param, _, evidence in dropped])
+        consequences = "; ".join(dict.fromkeys(
+            _CONSEQUENCE[kind].format(op_scale=SCALE_PARAM.get(site.name, "scale"),
+                                      op_lengths=KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen")
+            for _, kind, _ in dropped))
+        verb = _verb([param for param, _, _ in dropped])
         yield Issue("KVL208", site.call,
-                    f"{function.name}() takes '{param}' but no argument of this {site.name} call uses it: "
-                    + _CONSEQUENCE[CONTROLS[param]].format(op_scale=SCALE_PARAM.get(site.name, "scale")))
+                    f"{function.name}() {verb} {named} but no argument of this {site.name} call uses "
+                    f"{'it' if len(dropped) == 1 else 'them'}: {consequences}")
         return
-    for param, attribute, target in _stored(site):
+    stored = [(param, attribute, target) for param, attribute, target in _stored(site)
+              if not _tested(target.frame(), param, None)]
+    if stored:
         cls = function.parent.frame()
-        init = target.frame()
-        if _tested(init, param, None):
-            continue
-        # One finding per class, at the assignment: the defect is the attribute nothing reads.
-        yield Issue("KVL208", target,
-                    f"{cls.name} stores '{param}' as self.{attribute} but no method reads it, and its methods call "
-                    f"the attention operators without it: "
-                    + _CONSEQUENCE[CONTROLS[param]].format(op_scale="the operator's scale argument"))
-        return
+        # One finding per class, at the first assignment: the defect is the attributes nothing reads.
+        named = enumerate_names([f"'{param}' as self.{attribute}" for param, attribute, _ in stored])
+        consequences = "; ".join(dict.fromkeys(
+            _CONSEQUENCE[CONTROLS[param]].format(op_scale="the operator's scale argument") for param, _, _ in stored))
+        yield Issue("KVL208", stored[0][2],
+                    f"{cls.name} stores {named} but no method reads {'it' if len(stored) == 1 else 'them'}, and its "
+                    f"methods call the attention operators without {'it' if len(stored) == 1 else 'them'}: "
+                    + consequences)

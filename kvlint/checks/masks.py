@@ -19,10 +19,12 @@ from kvlint.analysis.facts import ADDITIVE, ADDITIVE_CAST, CACHE_NAME, FLOAT_DTY
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path, reaching_definitions
 from kvlint.analysis.follow import bind_arguments, callers
-from kvlint.analysis.intent import CausalEvidence, causal_evidence, parameter_evidence
+from kvlint.analysis.intent import CAUSAL_FLAG, CausalEvidence, causal_evidence, parameter_evidence
 from kvlint.analysis.names import enclosing_class, is_self, qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
+from kvlint.analysis.siblings import (flag_attributes, flag_side, honoured_by_sibling_function, honoured_elsewhere,
+                                      mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.signature import misspelled_mask
 from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
@@ -285,7 +287,7 @@ def _reads(function: nodes.FunctionDef, name: str) -> bool:
     return bool(nodes_named(function, (nodes.Name, nodes.DelName), name))
 
 
-def _callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:
+def callers_pass_none(function: nodes.FunctionDef, param: str) -> bool:
     """Every same-module caller gives the parameter None (passed, or the default): there is no mask to drop."""
     calls = callers(function)
     bound = [bind_arguments(function, call) for call in calls]
@@ -305,38 +307,95 @@ def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
     same-module caller gives None, a causality flag nothing shows true (``causal=True`` from a caller in the
     module, or a default of True), a causality flag where the code proves a query of length 1 (nothing to
     hide), nor a mask parameter where the call passes KV lengths (padding is cut by the lengths). Also for a
-    class that stores a causality flag from its constructor (``self.causal = causal``), never reads it, and
-    calls the operator without a mask where the module constructs it with the flag true."""
+    parameter read only on sibling paths that honour it (a flash-attn or SDPA branch takes the flag, the
+    eager branch adds the mask to its scores) while this call's path reads it nowhere: the call has no mask,
+    or (for a mask) only the causal template, so the padding the mask hides is attended. Also for a class
+    that stores a causality flag from its constructor (``self.causal = causal``), never reads it, and calls
+    the operator without a mask where the module constructs it with the flag true."""
     if site.name not in INFERENCE_ATTENTION and site.name != FA or site.open_ended or misspelled_mask(site):
         return
     function = site.call.frame()
     if not isinstance(function, nodes.FunctionDef):
         return
-    if not _mask_absent(site):
-        yield from _stored_flag_unread(site, function)
-        return
-    arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
-    for param in (a.name for a in arguments):
-        causal = bool(CAUSAL_PARAMETER.match(param))
-        if not (causal or MASK_PARAMETER.match(param)) or _reads(function, param) or documented_unused(function, param):
-            continue
-        evidence = parameter_evidence(function, param) if causal else None
-        if causal and (evidence is None or not evidence.causal or any(check_sparse_mode_needs_mask(site))):
-            continue  # no sign the caller asks for causal attention, or KVL203 reports the missing mask
-        if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
-            continue
-        kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
-        if not causal and (_callers_pass_none(function, param) or site.argument(kv_lengths) is not None and not all(
-                alt.value.is_none for alt in site.values(kv_lengths))):
-            continue
-        hidden = (f"a caller asking for causal attention ({evidence.text}) gets every token attending the future"
-                  if evidence is not None else "the positions it masks (padding, the future) are attended")
-        yield Issue("KVL207", site.call,
-                    f"{function.name}() takes '{param}' but never reads it, and calls {site.name} without "
-                    f"atten_mask: {hidden}; build atten_mask (and sparse_mode) from it, or raise when it is set "
-                    "if this path cannot mask")
+    messages = list(_dropped_masking(site, function))
+    if messages:
+        yield Issue("KVL207", site.call, "; also ".join(messages))
         return
     yield from _stored_flag_unread(site, function)
+
+
+def _dropped_masking(site: CallSite, function: nodes.FunctionDef) -> Iterator[str]:
+    """A message for each mask or causality parameter of ``function`` this call drops."""
+    absent = _mask_absent(site)
+    kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
+    lengths = site.argument(kv_lengths) is not None and not all(alt.value.is_none for alt in site.values(kv_lengths))
+    arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+    candidates = [(a.name, False) for a in arguments]
+    candidates += [(name, True) for name in flag_attributes(function, CAUSAL_PARAMETER)]
+    for param, attribute in candidates:
+        causal = bool(CAUSAL_PARAMETER.match(param))
+        if not (causal or MASK_PARAMETER.match(param)) or documented_unused(function, param):
+            continue
+        if not attribute and not _reads(function, param):
+            if absent:
+                message = _never_read(site, function, param, causal, lengths)
+                if message is not None:
+                    yield message
+            continue
+        if causal and not absent or not causal and (lengths or callers_pass_none(function, param)):
+            continue
+        mask_argument = site.argument("atten_mask")
+        template = next((mode for mode, _ in _modes(site, TEMPLATE_MODES)), None)
+        if not absent and (template is None or mentions(mask_argument, "" if attribute else param,
+                                                        param if attribute else None)):
+            continue  # the call builds its own mask from something else, or from this one
+        if causal and (any(check_sparse_mode_needs_mask(site)) or all(
+                length == ONE for length, _ in query_lengths(site, EMPTY))):
+            continue
+        if not causal and flag_side(site.call, function, CAUSAL_FLAG) is False:
+            continue  # the mask belongs to the causal branch: None under 'not causal' is full attention
+        honoured = honoured_elsewhere(function, site.call, param, mask=not causal, attribute=attribute)
+        if honoured is None:
+            continue
+        takes = (f"reads self.{param} on another path" if attribute
+                 else f"takes '{param}' and honours it on another path")
+        if causal:
+            yield (f"{function.name}() {takes} ({honoured.text}), but this "
+                   f"{site.name} call's path never reads it and passes no atten_mask: a caller asking for causal "
+                   "attention gets full attention here; build atten_mask (and sparse_mode) from it, or raise when "
+                   "it is set if this path cannot mask")
+        else:
+            does = "passes no atten_mask" if absent else f"passes only the causal template (sparse_mode={template})"
+            yield (f"{function.name}() {takes} ({honoured.text}), but this "
+                   f"{site.name} call's path never reads it and {does}: the positions the mask hides (padding) "
+                   f"are attended here; build atten_mask from it (True = masked out) or pass the KV lengths "
+                   f"({kv_lengths})")
+
+
+def _never_read(site: CallSite, function: nodes.FunctionDef, param: str, causal: bool, lengths: bool) -> str | None:
+    """The message for a mask or causality parameter the function never reads, when the code shows it
+    matters (a causality flag shown true; a mask that some caller may pass and no KV lengths replace)."""
+    evidence = parameter_evidence(function, param) if causal else None
+    sibling = None
+    if causal and (evidence is None or not evidence.causal and not callers(function)):
+        sibling = honoured_by_sibling_function(function, param)
+    if causal and sibling is None and (evidence is None or not evidence.causal) or causal and any(
+            check_sparse_mode_needs_mask(site)):
+        return None  # no sign the caller asks for causal attention, or KVL203 reports the missing mask
+    if causal and all(length == ONE for length, _ in query_lengths(site, EMPTY)):
+        return None
+    if sibling is not None:
+        return (f"{function.name}() takes '{param}' but never reads it ({sibling.text}), and calls {site.name} "
+                "without atten_mask: a caller asking for causal attention through this backend gets full "
+                "attention; build atten_mask (and sparse_mode) from it, or raise when it is set if this path "
+                "cannot mask")
+    if not causal and (callers_pass_none(function, param) or lengths):
+        return None
+    hidden = (f"a caller asking for causal attention ({evidence.text}) gets every token attending the future"
+              if evidence is not None else "the positions it masks (padding, the future) are attended")
+    return (f"{function.name}() takes '{param}' but never reads it, and calls {site.name} without "
+            f"atten_mask: {hidden}; build atten_mask (and sparse_mode) from it, or raise when it is set "
+            "if this path cannot mask")
 
 
 def _stored_flag_unread(site: CallSite, function: nodes.FunctionDef) -> Iterator[Issue]:
