@@ -1,8 +1,8 @@
-"""kvlint's static findings on the held-out set of issue 23: the files of ``heldout_manifest.json``, the mistakes
-labelled by hand before kvlint ran (``heldout_labels.json``) and the verdict on every finding
-(``heldout_judgements.json``).
+"""kvlint's static findings on a held-out set of issue 23: the files of a manifest (``heldout_manifest.json``, or
+``--set heldout2`` for the second round's ``heldout2_*.json``), the mistakes labelled by hand before kvlint ran
+(``<set>_labels.json``) and the verdict on every finding (``<set>_judgements.json``).
 
-    python benchmarks/heldout_findings.py --tree DIR [--run]
+    python benchmarks/heldout_findings.py --tree DIR [--set heldout2] [--run]
 
 ``DIR`` holds one folder per repository, named ``<owner>+<name>``, with the manifest's paths inside it (the files
 at the manifest's commit; nothing of them is committed here). The line count of every file is checked against
@@ -25,9 +25,6 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MANIFEST = HERE / "heldout_manifest.json"
-LABELS = HERE / "heldout_labels.json"
-JUDGEMENTS = HERE / "heldout_judgements.json"
 KVLINT = Path(sys.executable).with_name("kvlint")
 
 
@@ -66,13 +63,19 @@ def relative(finding: dict, tree: Path, repository: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, required=True)
+    parser.add_argument("--set", default="heldout", choices=("heldout", "heldout2"),
+                        help="which held-out round: its <set>_manifest.json, _labels.json and _judgements.json")
     parser.add_argument("--run", action="store_true", help="run kvlint (once) instead of reading its findings")
     args = parser.parse_args()
-    repositories = [r for r in json.loads(MANIFEST.read_text())["repositories"] if r["paths"]]
+    manifest = json.loads((HERE / f"{args.set}_manifest.json").read_text())
+    # The second round's manifest keeps the replacements it took apart from its first choices.
+    entries = manifest["repositories"] + manifest.get("replacements_in_order", [])
+    repositories = [r for r in entries if r.get("paths")]
     check_tree(args.tree, repositories)
-    labels = json.loads(LABELS.read_text())["labels"]
+    labels = json.loads((HERE / f"{args.set}_labels.json").read_text())["labels"]
+    judgements = HERE / f"{args.set}_judgements.json"
     verdicts = {(j["repository"], j["path"], j["line"], j["code"]): j
-                for j in json.loads(JUDGEMENTS.read_text())["judgements"]} if JUDGEMENTS.exists() else {}
+                for j in json.loads(judgements.read_text())["judgements"]} if judgements.exists() else {}
     lines = sum(r["lines"] for r in repositories)
     counts: Counter[str] = Counter()
     found: set[int] = set()
@@ -81,6 +84,8 @@ def main() -> None:
     for repo in repositories:
         name = repo["repository"]
         source = args.tree / f"{folder(name)}.findings.json"
+        if not args.run and not source.is_file():
+            sys.exit(f"{source}: no findings recorded for {name}; run once with --run")
         findings = run_kvlint(args.tree, name) if args.run else json.loads(source.read_text())
         for finding in findings:
             key = (name, relative(finding, args.tree, name), finding["line"], finding["code"])
