@@ -11,7 +11,7 @@ prints next to the finding, so that a finding of a fixable rule left as it was s
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 from astroid import nodes
@@ -20,7 +20,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProv
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.walk import nodes_named
+from kvlint.analysis.source_lines import physical_lines
+from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.checks.engine import build_tree
 
@@ -57,11 +58,14 @@ class _Transformer(cst.CSTTransformer):
 
 
 class Planner:
-    def __init__(self, source: str, path: str, wrappers: dict[str, str]) -> None:
+    def __init__(self, source: str, path: str, wrappers: dict[str, str], rewritten: str | None = None) -> None:
+        """``rewritten``: the text libcst reads and the edits apply to, when not ``source`` itself (``outline``:
+        the same lines where the findings are); the engine's facts always come from ``source``."""
         self.source = source
+        self.rewritten = source if rewritten is None else rewritten
         self.path = path
         self.wrappers = wrappers
-        self.wrapper = MetadataWrapper(cst.parse_module(source))
+        self.wrapper = MetadataWrapper(cst.parse_module(self.rewritten), unsafe_skip_copy=True)  # the parser's own
         self.tree = self.wrapper.module
         self.positions = self.wrapper.resolve(PositionProvider)
         self.by_start: dict[Position, list[cst.CSTNode]] = defaultdict(list)
@@ -339,6 +343,35 @@ class Planner:
         if self.add_torch_npu_import:
             tree = _add_import(tree, "torch_npu")
         return tree.code
+
+
+def outline(source: str, path: str, findings: Sequence[Finding]) -> str:
+    """``source`` with the body of every top-level function and class that holds none of ``findings`` replaced
+    by ``pass`` and blank lines: every line keeps its number, the lines of the findings their text, and every
+    name of the module its bindings. A body declaring ``global`` or ``nonlocal`` names is kept (it binds names
+    outside itself), so is one that starts on its header's line."""
+    lines = physical_lines(source, keepends=True)
+    wanted = [(f.line, f.end_line) for f in findings]
+    for statement in build_tree(source, path).body:
+        if not isinstance(statement, (nodes.FunctionDef, nodes.ClassDef)) or not statement.body:
+            continue
+        first = statement.decorators.fromlineno if statement.decorators else statement.fromlineno
+        last = statement.tolineno
+        if any(line <= last and end >= first for line, end in wanted) or nodes_of(
+                statement, (nodes.Global, nodes.Nonlocal)):
+            continue
+        opening = statement.body[0]
+        start = opening.decorators.fromlineno if getattr(opening, "decorators", None) else opening.fromlineno
+        indent = lines[start - 1][:opening.col_offset]
+        if start <= statement.lineno or indent.strip() or not 0 < start <= last <= len(lines):
+            continue
+        lines[start - 1:last] = [f"{indent}pass\n"] + ["\n"] * (last - start)
+    outlined = "".join(lines)
+    try:
+        compile(outlined, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):  # pragma: no cover - a body left out leaves valid code; never guess
+        return source
+    return outlined
 
 
 class _AssignFinder(cst.CSTVisitor):
