@@ -82,9 +82,12 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
     if not wanted:
         return FixResult(path, source, source)
     _import_libcst()
+    from kvlint.checks.engine import build_tree
     from kvlint.fix.planner import Planner, outline
 
-    planner = Planner(source, path, wrappers or {}, outline(source, path, wanted) if preview else None)
+    module = build_tree(source, path)
+    rewritten = outline(source, module, wanted) if preview else None
+    planner = Planner(source, path, wrappers or {}, wanted, module, rewritten)
     lines = physical_lines(source)
     applied, declined = [], {}
     for finding in wanted:
