@@ -60,3 +60,61 @@ def test_the_fix_planner_resolves_each_call_site_once(monkeypatch, count):
     result = fix_source(source, findings, "f.py")
     assert len(findings) == count and len(result.applied) == count
     assert len(resolved) == count
+
+
+def _module_of_functions(functions: int, fixable_in: int) -> str:
+    """``functions`` functions of two operator calls; only function ``fixable_in`` keeps v1's ``scale``
+    (KVL102, fixable), the others pass a dict of keywords (not fixable) or the right names."""
+    lines = ["import torch", "import torch_npu", ""]
+    for index in range(functions):
+        keyword = "scale" if index == fixable_in else "softmax_scale"
+        lines += ["", "@torch.no_grad()", f"def layer_{index}(q, k, v):", f'    """Layer {index}."""',
+                  "    out, _ = torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=8, "
+                  f"{keyword}=0.1)",
+                  "    table = torch.arange(16).view(1, 16)",
+                  "    return torch_npu.npu_incre_flash_attention(out, k, v, num_heads=8, block_table=table,",
+                  "                                               block_size=128, actual_seq_lengths=[1])"]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_fix_marks_resolve_only_the_functions_that_hold_a_finding(monkeypatch):
+    """The ``[*]`` marks of one finding in a module of 30 functions: the call sites of its function are
+    resolved, libcst reads the other functions' bodies as ``pass``, and the marks are those of the full
+    planner (the KVL301 tables of every function are marked too: each is a finding of its own function)."""
+    pytest.importorskip("libcst")
+    from kvlint.fix import planner
+    from kvlint.fix.rewrite import fix_source
+
+    source = _module_of_functions(30, fixable_in=17)
+    findings = lint_source(source, "f.py")
+    assert [f.code for f in findings].count("KVL102") == 1 and [f.code for f in findings].count("KVL301") == 30
+    full = fix_source(source, findings, "f.py")
+    one = [f for f in findings if f.code == "KVL102"]
+    resolved = []
+    call_site = planner.call_site
+    monkeypatch.setattr(planner, "call_site", lambda *a: resolved.append(a[0]) or call_site(*a))
+    preview = fix_source(source, one, "f.py", preview=True)
+    assert preview.applied == one and preview.fixed == source
+    decorator = source.splitlines().index("def layer_17(q, k, v):")  # the line before the def, counted from 1
+    assert resolved and {call.lineno for call in resolved} <= set(range(decorator, decorator + 7))
+    assert fix_source(source, findings, "f.py", preview=True).applied == full.applied
+    assert len(full.applied) == 31
+
+
+def test_an_outline_keeps_every_line_and_the_bodies_that_hold_findings():
+    """Lines keep their numbers; a body that holds a finding, or declares a global, is kept word for word."""
+    from kvlint.checks.engine import build_tree
+    from kvlint.fix.planner import outline
+
+    source = _module_of_functions(4, fixable_in=2) + "\n\ndef setter():\n    global torch\n    torch = None\n"
+    findings = [f for f in lint_source(source, "f.py") if f.code == "KVL102"]
+    shown = outline(source, build_tree(source, "f.py"), findings)
+    lines, kept = source.splitlines(), shown.splitlines()
+    assert len(kept) == len(lines)
+    function_2 = [i for i, line in enumerate(lines) if "layer_2" in line or "Layer 2" in line]
+    start = function_2[0]
+    assert kept[start:start + 7] == lines[start:start + 7]
+    assert kept[-3:] == lines[-3:]
+    layer_0 = lines.index("def layer_0(q, k, v):")
+    assert kept[layer_0 + 1] == '    """Layer 0."""' and kept[layer_0 + 2] == "    pass"
+    assert not kept[layer_0 + 3].strip()

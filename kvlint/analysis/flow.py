@@ -49,12 +49,15 @@ class Path:
     """The branch choices one path made."""
 
     choices: frozenset[tuple[Key, object]] = frozenset()
+    _taken: dict[Key, object] = field(init=False, repr=False, compare=False, hash=False)
+    """``choices`` by key (a path takes one branch per key): past k guards that return, a path has k choices,
+    and a search asks it for a key at every branch it passes."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_taken", dict(self.choices))
 
     def taken(self, key: Key) -> object:
-        for chosen, value in self.choices:
-            if chosen == key:
-                return value
-        return None
+        return self._taken.get(key)
 
     def choose(self, key: Key, value: object) -> Path | None:
         """This path extended by a choice, or None when it already took the other branch (also through the
@@ -75,6 +78,8 @@ class Path:
         """The path that makes the choices of both, or None when they contradict."""
         merged: Path | None = self
         for key, value in other.choices:
+            if (key, value) in merged.choices:
+                continue  # choose would change nothing
             merged = merged.choose(key, value)
             if merged is None:
                 return None
@@ -161,8 +166,18 @@ Definition = nodes.NodeNG | Param | _Marker
 place (``mutated_name``); or Param, UNKNOWN, OUTER."""
 
 
+_CONDITIONS: dict[nodes.NodeNG, tuple[Key, bool]] = tree_cache()
+"""Every search that passes a branch asks for its key: the source text is written once per test."""
+
+
 def condition(test: nodes.NodeNG) -> tuple[Key, bool]:
     """The key of a branch condition and whether ``test`` is that key or its negation."""
+    if test not in _CONDITIONS:
+        _CONDITIONS[test] = _condition(test)
+    return _CONDITIONS[test]
+
+
+def _condition(test: nodes.NodeNG) -> tuple[Key, bool]:
     if isinstance(test, nodes.UnaryOp) and test.op == "not":
         key, value = condition(test.operand)
         return key, not value

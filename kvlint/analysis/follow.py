@@ -102,6 +102,9 @@ def _narrowed_by_branches(name: str, use: nodes.NodeNG, defined_at: int, alts: l
     is not None."""
     dtype_prefix, none_test = f"{name}.dtype == ", f"{name} is None"
     frame = use.frame()
+    lines, dtype_tested = _tests(frame)
+    if none_test not in lines and name not in dtype_tested:
+        return alts  # no branch of the frame tests it: no choice of the path narrows it
     checked = []
     for alt in alts:
         value: Value | None = alt.value
@@ -126,17 +129,31 @@ def _narrowed_by_branches(name: str, use: nodes.NodeNG, defined_at: int, alts: l
     return checked
 
 
-_TESTS: weakref.WeakKeyDictionary[nodes.NodeNG, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+_TESTS: weakref.WeakKeyDictionary[nodes.NodeNG, tuple[dict[str, list[int]], frozenset[str]]] = (
+    weakref.WeakKeyDictionary())
+_DTYPE_TEST = ".dtype == "
 
 
-def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
-    """Every ``if`` (statement or expression) of the frame on condition ``text`` comes after ``line``."""
+def _tests(frame: nodes.NodeNG) -> tuple[dict[str, list[int]], frozenset[str]]:
+    """The conditions of the frame's ``if`` statements and expressions, with their lines; and every ``x``
+    that some condition's text starts ``x.dtype == `` with."""
     if frame not in _TESTS:
         lines: dict[str, list[int]] = {}
         for branch in nodes_of(frame, (nodes.If, nodes.IfExp)):
             lines.setdefault(condition(branch.test)[0][1], []).append(branch.lineno or 0)
-        _TESTS[frame] = lines
-    tested = _TESTS[frame].get(text, [])
+        dtype_tested = set()
+        for text in lines:
+            at = text.find(_DTYPE_TEST)
+            while at != -1:
+                dtype_tested.add(text[:at])
+                at = text.find(_DTYPE_TEST, at + 1)
+        _TESTS[frame] = (lines, frozenset(dtype_tested))
+    return _TESTS[frame]
+
+
+def _tested_after(frame: nodes.NodeNG, text: str, line: int) -> bool:
+    """Every ``if`` (statement or expression) of the frame on condition ``text`` comes after ``line``."""
+    tested = _tests(frame)[0].get(text, [])
     return bool(tested) and all(lineno > line for lineno in tested)
 
 

@@ -83,10 +83,39 @@ def _union(exprs: list[nodes.NodeNG] | None, depth: int, active: frozenset[int])
     return frozenset(found)
 
 
+_OUTER_LOOKUPS: dict[tuple[nodes.FunctionDef, str], tuple[nodes.NodeNG, list[nodes.NodeNG]]] = tree_cache()
+_DECLARED: dict[nodes.FunctionDef, frozenset[str]] = tree_cache()
+
+
+def lookup(node: nodes.Name) -> tuple[nodes.NodeNG, list[nodes.NodeNG]]:
+    """``node.lookup(node.name)``, asked once per function for the names its body reads and does not bind.
+
+    astroid filters an enclosing scope's bindings by where the function is, not by where in its body the use
+    is (the use's frame is not theirs, so there is no line filtering), and compares every binding with the
+    use: a module of n unrolled layers binds ``torch`` n times, and each of its uses cost n comparisons. The
+    answer is the same from anywhere in the body unless the name is declared ``global`` or ``nonlocal`` in the
+    function or a function nested in it (their bindings then lie inside it), or the use is in the
+    function's signature or decorators (looked up in the enclosing scope), or in a comprehension or lambda.
+    """
+    frame = node.frame()
+    name = node.name
+    if not (isinstance(frame, nodes.FunctionDef) and node.scope() is frame and name not in frame.locals
+            and name != "__class__" and node.statement() is not frame):
+        return node.lookup(name)
+    if frame not in _DECLARED:
+        _DECLARED[frame] = frozenset(
+            declared for statement in nodes_of(frame, (nodes.Global, nodes.Nonlocal)) for declared in statement.names)
+    if name in _DECLARED[frame]:
+        return node.lookup(name)
+    if (frame, name) not in _OUTER_LOOKUPS:
+        _OUTER_LOOKUPS[frame, name] = node.lookup(name)
+    return _OUTER_LOOKUPS[frame, name]
+
+
 def _name_names(node: nodes.Name, depth: int, active: frozenset[int]) -> _Names:
     """A name: the bindings that reach the use in its own frame (all of the frame's where the flow cannot
     say), every binding of the enclosing scope it comes from otherwise."""
-    scope, bindings = node.lookup(node.name)
+    scope, bindings = lookup(node)
     if not bindings:
         return None
     defined = scope.locals.get(node.name, bindings)
@@ -217,7 +246,7 @@ def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
     """The same-module function a call reaches: a module function by name, or ``self.method(...)``."""
     func = call.func
     if isinstance(func, nodes.Name):
-        _, bindings = func.lookup(func.name)
+        _, bindings = lookup(func)
         if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef):
             return bindings[0]
         return None

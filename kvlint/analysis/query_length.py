@@ -26,6 +26,7 @@ from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.facts import Value
 from kvlint.analysis.flow import Key, Path, condition
 from kvlint.analysis.follow import branch_path
+from kvlint.analysis.memo import tree_cache
 
 ONE = "one"
 """Q_S = 1."""
@@ -78,7 +79,17 @@ def _from_conditions(path: Path) -> str | None:
     return proven.pop() if len(proven) == 1 else None
 
 
+_CHOICES: dict[tuple[Key, bool], str | None] = tree_cache()
+"""What each branch choice says about Q_S: past k guards that return, every path carries k choices."""
+
+
 def _from_choice(key: Key, taken: bool) -> str | None:
+    if (key, taken) not in _CHOICES:
+        _CHOICES[key, taken] = _choice_length(key, taken)
+    return _CHOICES[key, taken]
+
+
+def _choice_length(key: Key, taken: bool) -> str | None:
     frame, text = key
     found = _length_test(text)
     if found is not None:

@@ -20,6 +20,7 @@ from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import EMPTY, Path, reaching_definitions
 from kvlint.analysis.follow import bind_arguments, callers
 from kvlint.analysis.intent import CAUSAL_FLAG, CausalEvidence, causal_evidence, parameter_evidence
+from kvlint.analysis.memo import tree_cache
 from kvlint.analysis.names import enclosing_class, is_self, qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
 from kvlint.analysis.settings import Settings
@@ -472,15 +473,12 @@ def check_sdpa_mask_reused(site: CallSite) -> Iterator[Issue]:
     expr = site.argument("atten_mask")
     if not isinstance(expr, nodes.Name):
         return
-    frame = site.call.frame()
+    sdpa_masks = _sdpa_masks(site.call.frame()).get(expr.name)
+    if not sdpa_masks:
+        return
     reaching = {definition for definition, _ in reaching_definitions(expr.name, expr)}
-    for call in nodes_of(frame, nodes.Call):
-        if call.frame() is not frame or qualified_name(call.func) not in SDPA:
-            continue
-        argument = _sdpa_argument(call, "attn_mask")
-        mask = argument.value if isinstance(argument, nodes.Keyword) else argument
-        if not (isinstance(mask, nodes.Name) and mask.name == expr.name) or {
-                definition for definition, _ in reaching_definitions(mask.name, mask)} != reaching:
+    for call, mask in sdpa_masks:
+        if {definition for definition, _ in reaching_definitions(mask.name, mask)} != reaching:
             continue
         yield Issue("KVL204", site.anchor("atten_mask"),
                     f"the same '{expr.name}' goes to scaled_dot_product_attention's attn_mask at line {call.lineno}: "
@@ -489,6 +487,26 @@ def check_sdpa_mask_reused(site: CallSite) -> Iterator[Issue]:
                     f"for one of them (~{expr.name} turns one bool convention into the other; {expr.name} < 0 turns "
                     "an additive mask into the operator's)")
         return
+
+
+_SDPA_MASKS: dict[nodes.NodeNG, dict[str, list[tuple[nodes.Call, nodes.Name]]]] = tree_cache()
+
+
+def _sdpa_masks(frame: nodes.NodeNG) -> dict[str, list[tuple[nodes.Call, nodes.Name]]]:
+    """The ``scaled_dot_product_attention`` calls of the frame (not of functions nested in it) whose
+    ``attn_mask`` is a plain name, by that name, in the frame's order: found once per frame (a function of n
+    operator calls must not be walked n times)."""
+    if frame not in _SDPA_MASKS:
+        by_name: dict[str, list[tuple[nodes.Call, nodes.Name]]] = {}
+        for call in nodes_of(frame, nodes.Call):
+            if call.frame() is not frame or qualified_name(call.func) not in SDPA:
+                continue
+            argument = _sdpa_argument(call, "attn_mask")
+            mask = argument.value if isinstance(argument, nodes.Keyword) else argument
+            if isinstance(mask, nodes.Name):
+                by_name.setdefault(mask.name, []).append((call, mask))
+        _SDPA_MASKS[frame] = by_name
+    return _SDPA_MASKS[frame]
 
 
 def _sdpa_argument(call: nodes.Call, name: str) -> nodes.NodeNG | None:

@@ -11,7 +11,7 @@ prints next to the finding, so that a finding of a fixable rule left as it was s
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 from astroid import nodes
@@ -20,7 +20,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProv
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.walk import nodes_named
+from kvlint.analysis.source_lines import physical_lines
+from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.checks.engine import build_tree
 
@@ -57,11 +58,18 @@ class _Transformer(cst.CSTTransformer):
 
 
 class Planner:
-    def __init__(self, source: str, path: str, wrappers: dict[str, str]) -> None:
+    def __init__(self, source: str, path: str, wrappers: dict[str, str], findings: Sequence[Finding],
+                 module: nodes.Module | None = None, rewritten: str | None = None) -> None:
+        """``findings``: the findings to plan for (the call sites resolved are those of the top-level
+        statements that hold them). ``module``: the astroid tree of ``source``, when already built.
+        ``rewritten``: the text libcst reads and the edits apply to, when not ``source`` itself (``outline``:
+        the same lines where the findings are); the engine's facts always come from ``source``."""
         self.source = source
+        self.lines = [(f.line, f.end_line) for f in findings]
+        self.rewritten = source if rewritten is None else rewritten
         self.path = path
         self.wrappers = wrappers
-        self.wrapper = MetadataWrapper(cst.parse_module(source))
+        self.wrapper = MetadataWrapper(cst.parse_module(self.rewritten), unsafe_skip_copy=True)  # the parser's own
         self.tree = self.wrapper.module
         self.positions = self.wrapper.resolve(PositionProvider)
         self.by_start: dict[Position, list[cst.CSTNode]] = defaultdict(list)
@@ -69,7 +77,7 @@ class Planner:
             self.by_start[(where.start.line, where.start.column)].append(node)
         self._scopes = None
         self._qualified = None
-        self._astroid: nodes.Module | None = None
+        self._astroid: nodes.Module | None = module
         self._site_list: list[tuple[CallSite, bool]] | None = None
         self._by_anchor: dict[Position, list[tuple[CallSite, str, nodes.NodeNG]]] | None = None
         self._by_callee: dict[Position, list[tuple[CallSite, bool]]] | None = None
@@ -94,14 +102,19 @@ class Planner:
         return self._astroid
 
     def _sites(self) -> list[tuple[CallSite, bool]]:
-        """Every operator call site of the module, resolved once (a file of n findings must not resolve its
-        n call sites n times)."""
+        """The operator call sites of the top-level statements that hold a finding, in the module's order,
+        resolved once (a file of n findings must not resolve its n call sites n times, nor a module of n
+        functions every call for the one finding). A finding's call, and the ``**kwargs`` dict a key of it
+        comes from, are in the finding's own top-level statement."""
         if self._site_list is None:
             self._site_list = []
-            for call in self._module().nodes_of_class(nodes.Call):
-                found = call_site(call, self.wrappers)
-                if found is not None:
-                    self._site_list.append(found)
+            for statement in self._module().body:
+                if not _holds(statement, self.lines):
+                    continue
+                for call in statement.nodes_of_class(nodes.Call):
+                    found = call_site(call, self.wrappers)
+                    if found is not None:
+                        self._site_list.append(found)
         return self._site_list
 
     def _keywords_at(self, where: Position) -> list[tuple[CallSite, str, nodes.NodeNG]]:
@@ -339,6 +352,40 @@ class Planner:
         if self.add_torch_npu_import:
             tree = _add_import(tree, "torch_npu")
         return tree.code
+
+
+def _holds(statement: nodes.NodeNG, lines: Sequence[tuple[int, int]]) -> bool:
+    """Some of the line ranges meet the statement's lines (its decorators included)."""
+    decorators = getattr(statement, "decorators", None)
+    first = decorators.fromlineno if decorators else statement.fromlineno
+    return any(line <= statement.tolineno and end >= first for line, end in lines)
+
+
+def outline(source: str, module: nodes.Module, findings: Sequence[Finding]) -> str:
+    """``source`` with the body of every top-level function and class that holds none of ``findings`` replaced
+    by ``pass`` and blank lines: every line keeps its number, the lines of the findings their text, and every
+    name of the module its bindings. A body declaring ``global`` or ``nonlocal`` names is kept (it binds names
+    outside itself), so is one that starts on its header's line."""
+    lines = physical_lines(source, keepends=True)
+    wanted = [(f.line, f.end_line) for f in findings]
+    for statement in module.body:
+        if not isinstance(statement, (nodes.FunctionDef, nodes.ClassDef)) or not statement.body:
+            continue
+        last = statement.tolineno
+        if _holds(statement, wanted) or nodes_of(statement, (nodes.Global, nodes.Nonlocal)):
+            continue
+        opening = statement.body[0]
+        start = opening.decorators.fromlineno if getattr(opening, "decorators", None) else opening.fromlineno
+        indent = lines[start - 1][:opening.col_offset]
+        if start <= statement.lineno or indent.strip() or not 0 < start <= last <= len(lines):
+            continue
+        lines[start - 1:last] = [f"{indent}pass\n"] + ["\n"] * (last - start)
+    outlined = "".join(lines)
+    try:
+        compile(outlined, module.file or "<outline>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):  # pragma: no cover - a body left out leaves valid code; never guess
+        return source
+    return outlined
 
 
 class _AssignFinder(cst.CSTVisitor):

@@ -71,15 +71,23 @@ def _char_column(lines: Sequence[str], line: int, byte_column: int) -> int:
 
 
 def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
-               wrappers: dict[str, str] | None = None) -> FixResult:
-    """Apply the certain fixes for ``findings`` (found by the engine in ``source``)."""
+               wrappers: dict[str, str] | None = None, preview: bool = False) -> FixResult:
+    """Apply the certain fixes for ``findings`` (found by the engine in ``source``).
+
+    ``preview``: only which findings get a rewrite matters (the ``[*]`` marks), not the fixed text. libcst
+    then reads the module with the bodies of the top-level functions and classes that hold no such finding
+    left out (``kvlint.fix.planner.outline``): the same decisions, at the cost of the code they are about,
+    where the whole module cost a minute on a generated 50,000-line file. The text is then left as it is."""
     wanted = [f for f in findings if f.code in FIXABLE]
     if not wanted:
         return FixResult(path, source, source)
     _import_libcst()
-    from kvlint.fix.planner import Planner
+    from kvlint.checks.engine import build_tree
+    from kvlint.fix.planner import Planner, outline
 
-    planner = Planner(source, path, wrappers or {})
+    module = build_tree(source, path)
+    rewritten = outline(source, module, wanted) if preview else None
+    planner = Planner(source, path, wrappers or {}, wanted, module, rewritten)
     lines = physical_lines(source)
     applied, declined = [], {}
     for finding in wanted:
@@ -95,9 +103,9 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
             applied.append(finding)
         else:
             declined[finding] = reason
-    fixed = planner.apply() if applied else source
+    fixed = planner.apply() if applied else planner.rewritten
     try:
         compile(fixed, path, "exec")
     except SyntaxError:  # pragma: no cover - a rewrite never breaks syntax; refuse rather than write it
         return FixResult(path, source, source, declined={f: "the rewrite would not compile" for f in wanted})
-    return FixResult(path, source, fixed, applied, declined)
+    return FixResult(path, source, source if preview else fixed, applied, declined)

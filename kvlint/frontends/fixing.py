@@ -176,7 +176,7 @@ def fixable_findings(results: list[FileResult], keep: Callable[[Finding], bool],
         try:
             source, _ = decode_losslessly(sources[result.path] if sources and result.path in sources
                                           else _read(result.path))
-            fixable.update(fix_source(source, wanted, result.path, settings.extra_fa_wrappers).applied)
+            fixable.update(fix_source(source, wanted, result.path, settings.extra_fa_wrappers, preview=True).applied)
         except FixUnavailable:
             raise
         except Exception:  # noqa: BLE001 - no marker for a file kvlint cannot rewrite; --fix will say why
