@@ -129,3 +129,22 @@ def test_kvl309_says_when_the_layout_is_the_operators_default() -> None:
                                                        actual_seq_lengths=attn_metadata.cu_seqlens_k)
     """, "KVL309")
     assert "input_layout 'BSH' (the operator's default)" in message
+
+
+def test_kvl208_spells_the_window_parameter_as_each_operator_does() -> None:
+    """npu_fusion_attention takes ``pre_tockens`` (sic); the inference operators take ``pre_tokens``. A fix that
+    names the other spelling is refused by the dispatcher."""
+    source = """
+        import flash_attn
+        import torch_npu
+
+        def attend(q, k, v, window_size=(-1, -1), use_fa=False):
+            if use_fa:
+                return flash_attn.flash_attn_func(q, k, v, window_size=window_size)
+            return torch_npu.{call}
+    """
+    [fusion] = _messages(source.format(call='npu_fusion_attention(q, k, v, 8, "BSND")[0]'), "KVL208")
+    [prompt] = _messages(source.format(call="npu_prompt_flash_attention(q, k, v, num_heads=8, scale_value=0.1)"),
+                         "KVL208")
+    assert "pass it as pre_tockens" in fusion
+    assert "pass it as pre_tokens" in prompt

@@ -29,7 +29,7 @@ from kvlint.analysis.siblings import (enumerate_names, flag_attributes, honoured
                                       honoured_elsewhere, mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.masks import callers_pass_none, documented_unused
-from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, SCALE_PARAM
+from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, SCALE_PARAM, lookup
 
 CONTROLS: dict[str, str] = {
     "softmax_scale": "scale", "sm_scale": "scale", "attn_scale": "scale", "softmax_scaling": "scale",
@@ -46,13 +46,20 @@ only where a sibling path honours them (``kvlint.analysis.siblings``)."""
 _CONSEQUENCE = {
     "scale": "the caller's scale (a YaRN mscale, a model's own softmax scale) is replaced by whatever the call "
              "computes; pass it as {op_scale}",
-    "window": "a sliding-window model gets full attention over the whole context; pass it as pre_tokens "
+    "window": "a sliding-window model gets full attention over the whole context; pass it as {op_pre_tokens} "
               "(with sparse_mode=4 and the 2048x2048 mask) or build it into atten_mask",
     "masking": "the masking the caller chose is ignored; build atten_mask / sparse_mode from it, or raise when "
                "this path cannot honour it",
     "lengths": "the padding past each sample's length is attended on this path; pass the lengths as {op_lengths} "
                "(cumulative for TND) or cut the padding first",
 }
+
+
+def _pre_tokens_param(name: str) -> str:
+    """The operator's own spelling of the window's left edge: ``npu_fusion_attention`` takes ``pre_tockens``,
+    the inference operators ``pre_tokens``."""
+    operator = lookup(name)
+    return "pre_tockens" if operator is not None and operator.param("pre_tockens") else "pre_tokens"
 
 
 def _tested(function: nodes.FunctionDef, param: str, attribute: str | None) -> bool:
@@ -167,7 +174,8 @@ def check_attention_parameter_dropped(site: CallSite) -> Iterator[Issue]:
         named = enumerate_names([f"{param}{evidence}" for param, _, evidence in dropped])
         consequences = "; ".join(dict.fromkeys(
             _CONSEQUENCE[kind].format(op_scale=SCALE_PARAM.get(site.name, "scale"),
-                                      op_lengths=KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen")
+                                      op_lengths=KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen",
+                                      op_pre_tokens=_pre_tokens_param(site.name))
             for _, kind, _ in dropped))
         verb = _verb([param for param, _, _ in dropped])
         yield Issue("KVL208", site.call,
@@ -181,7 +189,9 @@ def check_attention_parameter_dropped(site: CallSite) -> Iterator[Issue]:
         # One finding per class, at the first assignment: the defect is the attributes nothing reads.
         named = enumerate_names([f"'{param}' as self.{attribute}" for param, attribute, _ in stored])
         consequences = "; ".join(dict.fromkeys(
-            _CONSEQUENCE[CONTROLS[param]].format(op_scale="the operator's scale argument") for param, _, _ in stored))
+            _CONSEQUENCE[CONTROLS[param]].format(op_scale="the operator's scale argument",
+                                                 op_pre_tokens="pre_tokens (pre_tockens on npu_fusion_attention)")
+            for param, _, _ in stored))
         yield Issue("KVL208", stored[0][2],
                     f"{cls.name} stores {named} but no method reads {'it' if len(stored) == 1 else 'them'}, and its "
                     f"methods call the attention operators without {'it' if len(stored) == 1 else 'them'}: "
