@@ -83,7 +83,7 @@ def _union(exprs: list[nodes.NodeNG] | None, depth: int, active: frozenset[int])
     return frozenset(found)
 
 
-_OUTER_LOOKUPS: dict[tuple[nodes.FunctionDef, str], tuple[nodes.NodeNG, list[nodes.NodeNG]]] = tree_cache()
+_OUTER_LOOKUPS: dict[tuple[nodes.LocalsDictNodeNG, str], tuple[nodes.NodeNG, list[nodes.NodeNG]]] = tree_cache()
 _DECLARED: dict[nodes.FunctionDef, frozenset[str]] = tree_cache()
 
 
@@ -107,9 +107,22 @@ def lookup(node: nodes.Name) -> tuple[nodes.NodeNG, list[nodes.NodeNG]]:
             declared for statement in nodes_of(frame, (nodes.Global, nodes.Nonlocal)) for declared in statement.names)
     if name in _DECLARED[frame]:
         return node.lookup(name)
-    if (frame, name) not in _OUTER_LOOKUPS:
-        _OUTER_LOOKUPS[frame, name] = node.lookup(name)
-    return _OUTER_LOOKUPS[frame, name]
+    key = (frame.root() if _only_in_classes(frame) else frame, name)
+    if key not in _OUTER_LOOKUPS:
+        _OUTER_LOOKUPS[key] = node.lookup(name)
+    return _OUTER_LOOKUPS[key]
+
+
+def _only_in_classes(function: nodes.FunctionDef) -> bool:
+    """The function is defined at the top of the module, or in classes that are: no ``if``, ``try`` or loop
+    around it. Its outer names then come from the module scope (a class's names are not a method's), and
+    astroid's filtering of the module's bindings depends on nothing of where the use is, so one lookup per
+    module serves all such functions: a module of n unrolled layers must not compare its n ``import torch``
+    with the uses of each of its n functions."""
+    parent = function.parent
+    while isinstance(parent, nodes.ClassDef):
+        parent = parent.parent
+    return isinstance(parent, nodes.Module)
 
 
 def _name_names(node: nodes.Name, depth: int, active: frozenset[int]) -> _Names:

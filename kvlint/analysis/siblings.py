@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from astroid import nodes
 
 from kvlint.analysis.flow import Param, reaching_definitions, terminates
+from kvlint.analysis.memo import tree_cache
 from kvlint.analysis.walk import nodes_named, nodes_of
 
 ATTENTION_CALLEE = re.compile(r"attn|attention|sdpa|scaled_dot_product|flash", re.IGNORECASE)
@@ -186,9 +187,20 @@ def flag_side(call: nodes.NodeNG, function: nodes.FunctionDef, flag: re.Pattern[
     return None
 
 
+_FLAG_ATTRIBUTES: dict[tuple[nodes.FunctionDef, re.Pattern[str]], list[str]] = tree_cache()
+
+
 def flag_attributes(function: nodes.FunctionDef, names: re.Pattern[str]) -> list[str]:
     """The ``self`` attributes matching ``names`` that ``function`` reads and does not set, and that no other
-    method of its class reads (``__init__`` aside): what they mean is decided in this function alone."""
+    method of its class reads (``__init__`` aside): what they mean is decided in this function alone. Worked
+    out once per function and pattern: every operator call of the function asks."""
+    key = (function, names)
+    if key not in _FLAG_ATTRIBUTES:
+        _FLAG_ATTRIBUTES[key] = _flag_attributes(function, names)
+    return _FLAG_ATTRIBUTES[key]
+
+
+def _flag_attributes(function: nodes.FunctionDef, names: re.Pattern[str]) -> list[str]:
     cls = function.parent.frame() if function.parent is not None else None
     if not isinstance(cls, nodes.ClassDef):
         return []
