@@ -50,3 +50,21 @@ def test_the_walk_answers_what_astroid_does(path) -> None:
         for classes, skip in questions:
             assert [id(n) for n in nodes_of(root, classes, skip)] == [
                 id(n) for n in root.nodes_of_class(classes, skip)]
+
+
+def test_the_front_ends_let_astroid_forget_each_file(tmp_path) -> None:
+    """In a process the front-end owns, astroid's own caches (the last 128 lookups, the inference cache)
+    let go of each file's tree once it is linted: without that, up to 128 dead trees stay reachable and every
+    full collection walks them again (a third of the CLI's time on the 1,390 public operator files)."""
+    from kvlint.analysis.settings import DEFAULT_SETTINGS
+    from kvlint.frontends.cli import _lint_own_process
+
+    paths = []
+    for index, path in enumerate(FLAGGED):
+        copy = tmp_path / f"{index}.py"
+        copy.write_bytes(path.read_bytes())
+        paths.append(copy)
+    for path in paths:
+        _lint_own_process(str(path), DEFAULT_SETTINGS)
+    gc.collect()
+    assert _trees_alive(str(tmp_path)) <= 1

@@ -32,7 +32,7 @@ from kvlint.frontends.config import (
     parse_memory_limit,
     parse_time_limit,
 )
-from kvlint.frontends.heap import freeze_astroid_bootstrap
+from kvlint.frontends.heap import freeze_astroid_bootstrap, release_astroid_caches
 from kvlint.frontends.output import FIXABLE_MARK, FORMATS, SourceLines, format_text, in_characters, render, statistics
 from kvlint.frontends.runner import (
     DEFAULT_PATTERNS,
@@ -235,8 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _lint_own_process(path: str, settings: Settings) -> FileResult:
     """``lint_file`` in a process the command owns (itself or a ``-j`` worker): astroid's bootstrap is
-    frozen out of the garbage collector once built (``kvlint.frontends.heap``)."""
+    frozen out of the garbage collector once built, and astroid's caches let go of the file's tree
+    (``kvlint.frontends.heap``)."""
     result = lint_file(path, settings)
+    release_astroid_caches()
     freeze_astroid_bootstrap()
     return result
 

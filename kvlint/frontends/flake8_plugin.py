@@ -131,7 +131,7 @@ class Plugin:
         if not self.analyses:
             return
         from kvlint.checks.engine import Unanalysable, lint_source
-        from kvlint.frontends.heap import freeze_astroid_bootstrap
+        from kvlint.frontends.heap import freeze_astroid_bootstrap, release_astroid_caches
         from kvlint.frontends.suppression import read_suppressions, warn_about
 
         source = "".join(self.lines)
@@ -141,6 +141,8 @@ class Plugin:
             finding = skipped.finding()
             yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)
             return
+        finally:
+            release_astroid_caches()
         freeze_astroid_bootstrap()
         if findings or "kvlint:" in source.lower():
             suppressions = read_suppressions(source)
