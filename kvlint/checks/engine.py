@@ -2,14 +2,18 @@
 
 pylint hands ``analyze`` its own astroid tree; flake8 and the CLI call ``lint_source``, which first applies
 a cheap text gate (files that mention no operator and none of the words the rules key on are skipped
-before parsing) and then parses with astroid.
+before parsing), then parses the file once: the ``ast`` tree is compiled (CPython's refusals are KVL000) and
+handed to astroid, which would otherwise parse the text a second time (flake8 hands over the tree it parsed).
 """
 
 from __future__ import annotations
 
+import ast
+import os
+
 from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
-from astroid.exceptions import AstroidSyntaxError
+from astroid.rebuilder import TreeRebuilder
 
 from kvlint.analysis.callsite import call_site
 from kvlint.analysis.finding import Finding, Issue
@@ -68,10 +72,19 @@ class Unanalysable(Exception):
         return Finding(self.path, 1, 0, 1, 0, "KVL001", f"kvlint did not analyse this file: {self.why}")
 
 
-def cpython_refusal(source: str | bytes, path: str) -> Exception | None:
+def cpython_refusal(source: str | bytes, path: str, parsed: ast.Module | None = None) -> Exception | None:
     """Why CPython refuses to compile the file (as ``import`` would), or None when it compiles. ``ast.parse``
     accepts some of what the compiler refuses: a call repeating a keyword, ``return`` outside a function,
-    ``nonlocal`` without a binding, ``global`` after a use."""
+    ``nonlocal`` without a binding, ``global`` after a use. ``parsed``: the file's ``ast`` tree, when already
+    parsed: only the compiler's own stage then runs (a tree too deep for it is compiled from the text)."""
+    if parsed is not None:
+        try:
+            compile(parsed, path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as error:
+            return error
+        except (RecursionError, MemoryError):
+            return cpython_refusal(source, path)
+        return None
     try:
         compile(source, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
@@ -98,13 +111,26 @@ def refused(path: str, error: BaseException, context: str = "") -> Finding:
 
 
 class _OwnTextBuilder(AstroidBuilder):
-    """Builds a file's tree from the file alone.
+    """Builds a file's tree from the file alone, from its ``ast`` tree when it is already parsed.
 
     After parsing, astroid infers the object of every attribute assignment (``config.flag = 1``) to record
     the attribute on it, and inferring an imported name builds that module from disk, then its imports:
     seconds per file in a tree like torch's. The engine resolves names from the file's text, so only
     attributes set on the file's own classes are recorded (as in the tree pylint hands to ``analyze``).
     """
+
+    def __init__(self, parsed: ast.Module | None) -> None:
+        super().__init__(MANAGER, apply_transforms=False)
+        self.parsed = parsed
+
+    def _data_build(self, data: str, modname: str, path: str | None) -> tuple[nodes.Module, TreeRebuilder]:
+        """astroid's own steps after its ``ast.parse`` (the same in every astroid version kvlint supports),
+        from the tree already parsed."""
+        if self.parsed is None:
+            return super()._data_build(data, modname, path)
+        package = path is not None and os.path.splitext(os.path.basename(path))[0] == "__init__"
+        builder = TreeRebuilder(self._manager, data=data)
+        return builder.visit_module(self.parsed, modname, os.path.abspath(path) if path else "<?>", package), builder
 
     def delayed_assattr(self, node: nodes.AssignAttr) -> None:
         if isinstance(node.expr, nodes.Name):
@@ -113,33 +139,40 @@ class _OwnTextBuilder(AstroidBuilder):
                 super().delayed_assattr(node)
 
 
-def build_tree(source: str, path: str) -> nodes.Module:
-    """The file's astroid tree as the engine builds it, from the file alone (raises ``AstroidSyntaxError``)."""
-    return _OwnTextBuilder(MANAGER, apply_transforms=False).string_build(source, path=path)
+def build_tree(source: str, path: str, parsed: ast.Module | None = None) -> nodes.Module:
+    """The file's astroid tree as the engine builds it, from the file alone (raises astroid's
+    ``AstroidSyntaxError`` on a file that does not parse).
+    ``parsed``: ``ast.parse(source)``, when the caller has it (astroid then does not parse the text again)."""
+    return _OwnTextBuilder(parsed).string_build(source, path=path)
 
 
-def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS) -> list[Finding]:
-    """Lint one file's text. A file that does not parse, or that CPython's compiler refuses, gives one KVL000
-    finding; valid code astroid cannot build or kvlint cannot walk, or whose analysis goes past
-    ``settings.limits`` (counted from here: the tree's build counts), raises Unanalysable."""
+def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS,
+                parsed: ast.Module | None = None) -> list[Finding]:
+    """Lint one file's text (``parsed``: its ``ast`` tree, when the caller has parsed it). A file that does
+    not parse, or that CPython's compiler refuses, gives one KVL000 finding; valid code astroid cannot build
+    or kvlint cannot walk, or whose analysis goes past ``settings.limits`` (counted from here: the tree's
+    build counts), raises Unanalysable."""
     if not may_have_findings(source, settings):
         return []
     meter = Meter(settings.limits)
-    try:
-        module = build_tree(source, path)
-    except AstroidSyntaxError as error:
-        cause = error.error
-        line = getattr(cause, "lineno", None) or 1
-        column = max((getattr(cause, "offset", None) or 1) - 1, 0)
-        return [syntax_error(path, line, column, getattr(cause, "msg", None) or str(cause) or type(cause).__name__)]
-    except (RecursionError, MemoryError, ValueError) as error:
-        refusal = cpython_refusal(source, path)
-        if refusal is None:
-            raise Unanalysable(path) from error
-        return [refused(path, refusal)]
-    refusal = cpython_refusal(source, path)
+    if parsed is None:
+        try:
+            parsed = ast.parse(source, filename=path)
+        except SyntaxError as error:
+            line, column = error.lineno or 1, max((error.offset or 1) - 1, 0)
+            return [syntax_error(path, line, column, error.msg or str(error) or type(error).__name__)]
+        except (RecursionError, MemoryError, ValueError) as error:
+            refusal = cpython_refusal(source, path)
+            if refusal is None:
+                raise Unanalysable(path) from error
+            return [refused(path, refusal)]
+    refusal = cpython_refusal(source, path, parsed)
     if refusal is not None:
         return [refused(path, refusal)]
+    try:
+        module = build_tree(source, path, parsed)
+    except (RecursionError, MemoryError, ValueError) as error:  # CPython compiles it: valid, too deep for astroid
+        raise Unanalysable(path) from error
     try:
         return analyze(module, path, settings, meter)
     except RecursionError as error:

@@ -78,6 +78,7 @@ class Plugin:
     """False when flake8's selection reports no KVL code: ``run`` then does nothing."""
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
+        self.tree = tree if isinstance(tree, ast.Module) else None
         self.lines = lines
         self.filename = filename
 
@@ -136,7 +137,7 @@ class Plugin:
 
         source = "".join(self.lines)
         try:
-            findings = lint_source(source, self.filename, self.settings)
+            findings = lint_source(source, self.filename, self.settings, self.tree)
         except Unanalysable as skipped:
             finding = skipped.finding()
             yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)
