@@ -79,7 +79,7 @@ def _module_of_functions(functions: int, fixable_in: int) -> str:
 
 def test_the_fix_marks_resolve_only_the_functions_that_hold_a_finding(monkeypatch):
     """The ``[*]`` marks of one finding in a module of 30 functions: the call sites of its function are
-    resolved, libcst reads the other functions' bodies as ``pass``, and the marks are those of the full
+    resolved, libcst reads the other functions as one-line bindings of their names, and the marks are those of the full
     planner (the KVL301 tables of every function are marked too: each is a finding of its own function)."""
     pytest.importorskip("libcst")
     from kvlint.fix import planner
@@ -101,20 +101,23 @@ def test_the_fix_marks_resolve_only_the_functions_that_hold_a_finding(monkeypatc
     assert len(full.applied) == 31
 
 
-def test_an_outline_keeps_every_line_and_the_bodies_that_hold_findings():
-    """Lines keep their numbers; a body that holds a finding, or declares a global, is kept word for word."""
+def test_an_outline_keeps_the_statements_that_hold_findings_and_binds_the_other_names():
+    """libcst reads, for the ``[*]`` marks, the module's imports and other statements word for word, the
+    function that holds the finding (its decorator included) and the one that declares a global, and a
+    one-line binding for each other function; the finding's lines are mapped to where they went."""
     from kvlint.checks.engine import build_tree
     from kvlint.fix.planner import outline
 
     source = _module_of_functions(4, fixable_in=2) + "\n\ndef setter():\n    global torch\n    torch = None\n"
     findings = [f for f in lint_source(source, "f.py") if f.code == "KVL102"]
     shown = outline(source, build_tree(source, "f.py"), findings)
-    lines, kept = source.splitlines(), shown.splitlines()
-    assert len(kept) == len(lines)
-    function_2 = [i for i, line in enumerate(lines) if "layer_2" in line or "Layer 2" in line]
-    start = function_2[0]
-    assert kept[start:start + 7] == lines[start:start + 7]
-    assert kept[-3:] == lines[-3:]
-    layer_0 = lines.index("def layer_0(q, k, v):")
-    assert kept[layer_0 + 1] == '    """Layer 0."""' and kept[layer_0 + 2] == "    pass"
-    assert not kept[layer_0 + 3].strip()
+    lines, kept = source.splitlines(), shown.text.splitlines()
+    layer_2 = lines.index("def layer_2(q, k, v):")
+    assert kept[:2] == ["import torch", "import torch_npu"]
+    assert kept[2:4] == ["layer_0 = None", "layer_1 = None"]
+    assert kept[4:11] == lines[layer_2 - 1:layer_2 + 6]
+    assert kept[11:] == ["layer_3 = None", *lines[-3:]]
+    finding = findings[0]
+    line, column = shown.position((finding.line, finding.column))
+    assert kept[line - 1] == lines[finding.line - 1] and column == finding.column
+    assert shown.position((lines.index("def layer_0(q, k, v):") + 1, 0)) is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 from astroid import nodes
@@ -63,7 +64,8 @@ class Planner:
         """``findings``: the findings to plan for (the call sites resolved are those of the top-level
         statements that hold them). ``module``: the astroid tree of ``source``, when already built.
         ``rewritten``: the text libcst reads and the edits apply to, when not ``source`` itself (``outline``:
-        the same lines where the findings are); the engine's facts always come from ``source``."""
+        the statements that hold the findings, with the finding positions given in its lines); the engine's
+        facts always come from ``source``."""
         self.source = source
         self.lines = [(f.line, f.end_line) for f in findings]
         self.rewritten = source if rewritten is None else rewritten
@@ -361,31 +363,52 @@ def _holds(statement: nodes.NodeNG, lines: Sequence[tuple[int, int]]) -> bool:
     return any(line <= statement.tolineno and end >= first for line, end in lines)
 
 
-def outline(source: str, module: nodes.Module, findings: Sequence[Finding]) -> str:
-    """``source`` with the body of every top-level function and class that holds none of ``findings`` replaced
-    by ``pass`` and blank lines: every line keeps its number, the lines of the findings their text, and every
-    name of the module its bindings. A body declaring ``global`` or ``nonlocal`` names is kept (it binds names
-    outside itself), so is one that starts on its header's line."""
+@dataclass
+class Outline:
+    """The text libcst reads for the ``[*]`` marks, and where each line of the source that it keeps went."""
+
+    text: str
+    lines: dict[int, int]
+    """Source line -> its line in ``text``, for the lines kept word for word."""
+
+    def position(self, where: Position) -> Position | None:
+        """``where`` (line, column) in the source, in ``text``; None when the line is not kept."""
+        line = self.lines.get(where[0])
+        return None if line is None else (line, where[1])
+
+
+def outline(source: str, module: nodes.Module, findings: Sequence[Finding]) -> Outline:
+    """The top-level statements of ``source`` that libcst needs for the decisions about ``findings``: every
+    statement word for word, except the functions and classes that hold none of the findings, each replaced
+    by one line that binds its name (``name = None``: the same module binding, so the same qualified names).
+    A function or class declaring ``global`` or ``nonlocal`` names is kept (it binds names outside itself).
+    Comments and blank lines between the statements are left out: libcst's cost is in the lines it reads, and
+    a 50,000-line generated module spent most of its ``[*]`` time on bodies and blank lines it never used."""
     lines = physical_lines(source, keepends=True)
     wanted = [(f.line, f.end_line) for f in findings]
+    kept: list[str] = []
+    where: dict[int, int] = {}
+    last = 0
     for statement in module.body:
-        if not isinstance(statement, (nodes.FunctionDef, nodes.ClassDef)) or not statement.body:
-            continue
-        last = statement.tolineno
-        if _holds(statement, wanted) or nodes_of(statement, (nodes.Global, nodes.Nonlocal)):
-            continue
-        opening = statement.body[0]
-        start = opening.decorators.fromlineno if getattr(opening, "decorators", None) else opening.fromlineno
-        indent = lines[start - 1][:opening.col_offset]
-        if start <= statement.lineno or indent.strip() or not 0 < start <= last <= len(lines):
-            continue
-        lines[start - 1:last] = [f"{indent}pass\n"] + ["\n"] * (last - start)
-    outlined = "".join(lines)
+        decorators = getattr(statement, "decorators", None)
+        first = max(decorators.fromlineno if decorators else statement.fromlineno, last + 1)
+        end = statement.tolineno
+        if end < first:
+            continue  # on the line of the statement before it (``import a; import b``): kept with that line
+        if (isinstance(statement, (nodes.FunctionDef, nodes.ClassDef)) and not _holds(statement, wanted)
+                and not nodes_of(statement, (nodes.Global, nodes.Nonlocal))):
+            kept.append(f"{statement.name} = None\n")
+        else:
+            for line in range(first, end + 1):
+                where[line] = len(kept) + 1
+                kept.append(lines[line - 1] if line <= len(lines) else "\n")
+        last = end
+    text = "".join(line if line.endswith(("\n", "\r")) else line + "\n" for line in kept)
     try:
-        compile(outlined, module.file or "<outline>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):  # pragma: no cover - a body left out leaves valid code; never guess
-        return source
-    return outlined
+        compile(text, module.file or "<outline>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):  # pragma: no cover - whole statements left out leave valid code; never guess
+        return Outline(source, {line: line for line in range(1, len(lines) + 2)})
+    return Outline(text, where)
 
 
 class _AssignFinder(cst.CSTVisitor):

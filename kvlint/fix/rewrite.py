@@ -75,9 +75,9 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
     """Apply the certain fixes for ``findings`` (found by the engine in ``source``).
 
     ``preview``: only which findings get a rewrite matters (the ``[*]`` marks), not the fixed text. libcst
-    then reads the module with the bodies of the top-level functions and classes that hold no such finding
-    left out (``kvlint.fix.planner.outline``): the same decisions, at the cost of the code they are about,
-    where the whole module cost a minute on a generated 50,000-line file. The text is then left as it is."""
+    then reads the module with the top-level functions and classes that hold no such finding left out
+    (``kvlint.fix.planner.outline``): the same decisions, at the cost of the code they are about, where the
+    whole module cost a minute on a generated 50,000-line file. The text is then left as it is."""
     wanted = [f for f in findings if f.code in FIXABLE]
     if not wanted:
         return FixResult(path, source, source)
@@ -86,13 +86,18 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
     from kvlint.fix.planner import Planner, outline
 
     module = build_tree(source, path)
-    rewritten = outline(source, module, wanted) if preview else None
-    planner = Planner(source, path, wrappers or {}, wanted, module, rewritten)
+    shown = outline(source, module, wanted) if preview else None
+    planner = Planner(source, path, wrappers or {}, wanted, module, shown.text if shown else None)
     lines = physical_lines(source)
     applied, declined = [], {}
     for finding in wanted:
         start = (finding.line, _char_column(lines, finding.line, finding.column))
         end = (finding.end_line, _char_column(lines, finding.end_line, finding.end_column))
+        if shown is not None:
+            start, end = shown.position(start), shown.position(end)
+            if start is None or end is None:  # pragma: no cover - the outline keeps every finding's statement
+                declined[finding] = "kvlint could not find the expression at the finding's position in the source"
+                continue
         handler: Callable[[Finding, tuple[int, int], tuple[int, int]], str | None] = {
             "KVL102": planner.plan_rename,
             "KVL112": planner.plan_alias,
