@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from astroid import MANAGER, nodes
+from astroid import nodes
 from astroid.exceptions import AstroidSyntaxError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,7 +40,7 @@ import harness  # noqa: E402
 from kvlint.analysis.callsite import call_site  # noqa: E402
 from kvlint.analysis.names import NONE, enclosing_class, is_self, qualified_names  # noqa: E402
 from kvlint.catalogue.operators import NAMESPACES, OPERATORS  # noqa: E402
-from kvlint.checks.engine import _OwnTextBuilder  # noqa: E402
+from kvlint.checks.engine import build_tree  # noqa: E402
 
 MANIFEST = Path(__file__).resolve().parent / "realcode_recognition_manifest.json"
 OPERATOR_NAME = re.compile(r"\b(" + "|".join(sorted(map(re.escape, OPERATORS), key=len, reverse=True)) + r")\b")
@@ -92,7 +92,7 @@ def repositories(manifest: Path, folder: Path) -> list[Repository]:
 
 def parse(text: str, path: str) -> nodes.Module | None:
     try:
-        return _OwnTextBuilder(MANAGER, apply_transforms=False).string_build(text, path=path)
+        return build_tree(text, path)
     except (AstroidSyntaxError, RecursionError, ValueError):
         return None
 

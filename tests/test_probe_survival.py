@@ -34,8 +34,12 @@ def run_probed(tmp_path: Path, script: str, *args: str, **environ: str) -> subpr
     """``script`` under ``python -m kvlint.runtime_probe`` (see ``environment``)."""
     path = tmp_path / "run.py"
     path.write_text(script)
-    return subprocess.run([sys.executable, "-m", "kvlint.runtime_probe", str(path), *args], cwd=ROOT,
-                          env=environment(tmp_path, **environ), capture_output=True, text=True, timeout=300)
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # under nohup the suite ignores SIGHUP, and so would
+    try:                                                    # the program (the probe then rightly leaves it be)
+        return subprocess.run([sys.executable, "-m", "kvlint.runtime_probe", str(path), *args], cwd=ROOT,
+                              env=environment(tmp_path, **environ), capture_output=True, text=True, timeout=300)
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
 
 
 FULL_DISK = """
