@@ -36,7 +36,7 @@ Edit = Callable[[cst.CSTNode], cst.CSTNode]
 Declined = str | None
 """None: an edit was recorded; otherwise why not."""
 _TAKEN = "another fix already rewrites the same expression"
-_NOT_FOUND = "kvlint could not find the expression at the finding's position in the source"
+NOT_FOUND = "kvlint could not find the expression at the finding's position in the source"
 _ALIAS_PREFIXES = ("torch_npu.npu.", "torch.")
 
 
@@ -149,7 +149,7 @@ class Planner:
     def plan_rename(self, finding: Finding, start: Position, end: Position) -> Declined:
         for site, keyword, anchor in self._keywords_at((finding.line, finding.column)):
             return self._rename(site, keyword, anchor, start)
-        return _NOT_FOUND
+        return NOT_FOUND
 
     def _rename(self, site: CallSite, keyword: str, anchor: nodes.NodeNG, start: Position) -> Declined:
         target = rename_target(site.role, keyword)
@@ -172,7 +172,7 @@ class Planner:
         for arg in self._nodes_at(start, cst.Arg):
             if arg.keyword is not None and arg.keyword.value == keyword:
                 return self._edit(arg, lambda node: node.with_changes(keyword=cst.Name(target)))
-        return _NOT_FOUND
+        return NOT_FOUND
 
     def _rename_string(self, start: Position, keyword: str, target: str) -> Declined:
         for string in self._nodes_at(start, cst.SimpleString):
@@ -222,18 +222,18 @@ class Planner:
                         "torch_npu instead")
             rest = next((site.qualname[len(p):] for p in _ALIAS_PREFIXES if site.qualname.startswith(p)), None)
             if rest is None:
-                return _NOT_FOUND
+                return NOT_FOUND
             module_name = self._torch_npu_name(site.call)
             if module_name is None:
                 return "the name 'torch_npu' means something else in this module"
             targets = self._nodes_at(start, cst.Attribute, end)
             if not targets:
-                return _NOT_FOUND
+                return NOT_FOUND
             if module_name == "torch_npu" and not self._bindings(site.call, "torch_npu"):
                 self.add_torch_npu_import = True
             replacement = cst.parse_expression(f"{module_name}.{rest}")
             return self._edit(targets[0], lambda node: replacement.with_changes(lpar=node.lpar, rpar=node.rpar))
-        return _NOT_FOUND
+        return NOT_FOUND
 
     @staticmethod
     def _bindings(call: nodes.Call, name: str) -> list[nodes.NodeNG]:
@@ -268,7 +268,7 @@ class Planner:
     def plan_block_table(self, finding: Finding, start: Position, end: Position) -> Declined:
         candidates = self.by_start.get(start, [])
         exact = [n for n in candidates if self._end(n) == end]
-        declined: Declined = _NOT_FOUND
+        declined: Declined = NOT_FOUND
         for node in exact or candidates:
             expression, declined = self._expression(node)
             if expression is not None:
@@ -289,7 +289,7 @@ class Planner:
                           "dtype=torch.int32 where it is built")
         if isinstance(node, cst.BaseExpression):
             return node, None
-        return None, _NOT_FOUND
+        return None, NOT_FOUND
 
     def _single_use_value(self, name: cst.Name) -> tuple[cst.BaseExpression | None, Declined]:
         """The value of the only assignment of ``name`` in its function, when ``name`` is read only here."""
@@ -401,7 +401,7 @@ def outline(source: str, module: nodes.Module, findings: Sequence[Finding]) -> O
         else:
             for line in range(first, end + 1):
                 where[line] = len(kept) + 1
-                kept.append(lines[line - 1] if line <= len(lines) else "\n")
+                kept.append(lines[line - 1])
         last = end
     text = "".join(line if line.endswith(("\n", "\r")) else line + "\n" for line in kept)
     try:

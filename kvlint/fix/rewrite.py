@@ -83,7 +83,7 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
         return FixResult(path, source, source)
     _import_libcst()
     from kvlint.checks.engine import build_tree
-    from kvlint.fix.planner import Planner, outline
+    from kvlint.fix.planner import NOT_FOUND, Planner, outline
 
     module = build_tree(source, path)
     shown = outline(source, module, wanted) if preview else None
@@ -96,7 +96,7 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
         if shown is not None:
             start, end = shown.position(start), shown.position(end)
             if start is None or end is None:  # pragma: no cover - the outline keeps every finding's statement
-                declined[finding] = "kvlint could not find the expression at the finding's position in the source"
+                declined[finding] = NOT_FOUND
                 continue
         handler: Callable[[Finding, tuple[int, int], tuple[int, int]], str | None] = {
             "KVL102": planner.plan_rename,

@@ -34,7 +34,5 @@ def freeze_astroid_bootstrap() -> None:
 def release_astroid_caches() -> None:
     """After a file: drop astroid's lookup and inference caches, whose entries hold the file's nodes (and so
     its whole tree) past its analysis. The next file does not ask them about this one's nodes."""
-    for clear in (getattr(nodes.Name.lookup, "cache_clear", None),  # LookupMixIn's, shared by every node class
-                  getattr(context, "_invalidate_cache", None)):  # what MANAGER.clear_cache calls for inference
-        if clear is not None:
-            clear()
+    nodes.Name.lookup.cache_clear()  # LookupMixIn's lru_cache, shared by every node class (astroid 3.0 to 4.x)
+    context._invalidate_cache()  # what MANAGER.clear_cache calls for the inference cache
