@@ -46,7 +46,9 @@ class Context:
     (None before the evaluation starts)."""
 
     def entering(self, node: nodes.NodeNG) -> Context:
-        return replace(self, depth=self.depth + 1, active=self.active | {id(node)})
+        """The context of a sub-expression (built directly: ``dataclasses.replace`` re-reads the fields at every
+        one of the evaluation's steps)."""
+        return Context(self.handlers, self.depth + 1, self.hops, self.active | {id(node)}, self.bindings, self.steps)
 
     def binding(self, function: nodes.FunctionDef) -> dict[str, tuple[nodes.NodeNG | None, Context]] | None:
         for bound, arguments in self.bindings:

@@ -2,12 +2,16 @@
 
 astroid's ``nodes_of_class`` walks the subtree again at every call, through one generator per node; the
 rules ask for the calls, attributes, assignments or returns of the same module and frames many times over.
-The tree is walked once per analysis instead (the nodes in pre-order, where each node's subtree ends), and
-every question is a slice of that list. The answers are ``nodes_of_class``'s, in its order.
+The tree is walked once per analysis instead (the nodes in pre-order, where each node's subtree ends, and
+the positions of each node class), and every question is answered from those lists: the positions of the
+classes asked for that fall inside the subtree, rather than a scan of the subtree (the module's calls, asked
+once per analysis, are most of its nodes' worth of ``isinstance``). The answers are ``nodes_of_class``'s, in
+its order.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from astroid import nodes
@@ -24,6 +28,8 @@ class _Preorder:
     """``ends[i]``: one past the last node of ``nodes[i]``'s subtree."""
     at: dict[int, int]
     """``id(node)`` -> its position (the list holds the nodes, so their ids stay theirs)."""
+    positions: dict[type[nodes.NodeNG], list[int]]
+    """Each node class present -> the positions of its nodes, ascending."""
     found: dict[tuple[int, _Classes, _Classes | None], list[nodes.NodeNG]] = field(default_factory=dict)
     """Answers given: (position, classes, skip) -> the nodes. The rules ask the same frame the same question
     once per call site in it, and a frame of n calls must not cost n walks of it."""
@@ -37,6 +43,7 @@ def _preorder(module: nodes.Module) -> _Preorder:
     if module not in _PREORDER:
         order: list[nodes.NodeNG] = [module]
         ends = [0]
+        positions: dict[type[nodes.NodeNG], list[int]] = {type(module): [0]}
         stack = [(0, module.get_children())]
         while stack:
             position, children = stack[-1]
@@ -46,9 +53,10 @@ def _preorder(module: nodes.Module) -> _Preorder:
                 stack.pop()
                 continue
             stack.append((len(order), child.get_children()))
+            positions.setdefault(type(child), []).append(len(order))
             order.append(child)
             ends.append(0)
-        _PREORDER[module] = _Preorder(order, ends, {id(node): i for i, node in enumerate(order)})
+        _PREORDER[module] = _Preorder(order, ends, {id(node): i for i, node in enumerate(order)}, positions)
     return _PREORDER[module]
 
 
@@ -86,7 +94,11 @@ def nodes_named(node: nodes.NodeNG, classes: _Classes, name: str) -> list[nodes.
 
 def _collect(index: _Preorder, start: int, classes: _Classes, skip: _Classes | None) -> list[nodes.NodeNG]:
     if skip is None:
-        return [n for n in index.nodes[start:index.ends[start]] if isinstance(n, classes)]
+        end = index.ends[start]
+        inside = [positions[bisect_left(positions, start):bisect_left(positions, end)]
+                  for kind, positions in index.positions.items() if issubclass(kind, classes)]
+        found = inside[0] if len(inside) == 1 else sorted(p for part in inside for p in part)
+        return [index.nodes[p] for p in found]
     node = index.nodes[start]
     found = [node] if isinstance(node, classes) else []
     position, end = start + 1, index.ends[start]

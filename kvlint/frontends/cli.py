@@ -32,7 +32,7 @@ from kvlint.frontends.config import (
     parse_memory_limit,
     parse_time_limit,
 )
-from kvlint.frontends.heap import freeze_astroid_bootstrap, release_astroid_caches
+from kvlint.frontends.heap import freeze_astroid_bootstrap, one_file
 from kvlint.frontends.output import FIXABLE_MARK, FORMATS, SourceLines, format_text, in_characters, render, statistics
 from kvlint.frontends.runner import (
     DEFAULT_PATTERNS,
@@ -234,11 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _lint_own_process(path: str, settings: Settings) -> FileResult:
-    """``lint_file`` in a process the command owns (itself or a ``-j`` worker): astroid's bootstrap is
-    frozen out of the garbage collector once built, and astroid's caches let go of the file's tree
-    (``kvlint.frontends.heap``)."""
-    result = lint_file(path, settings)
-    release_astroid_caches()
+    """``lint_file`` in a process the command owns (itself or a ``-j`` worker): the collector waits while the
+    file is linted, astroid's caches let go of its tree after it, and astroid's bootstrap is frozen out of the
+    garbage collector once built (``kvlint.frontends.heap``)."""
+    with one_file():
+        result = lint_file(path, settings)
     freeze_astroid_bootstrap()
     return result
 

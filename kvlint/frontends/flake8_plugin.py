@@ -132,18 +132,17 @@ class Plugin:
         if not self.analyses:
             return
         from kvlint.checks.engine import Unanalysable, lint_source
-        from kvlint.frontends.heap import freeze_astroid_bootstrap, release_astroid_caches
+        from kvlint.frontends.heap import freeze_astroid_bootstrap, one_file
         from kvlint.frontends.suppression import read_suppressions, warn_about
 
         source = "".join(self.lines)
         try:
-            findings = lint_source(source, self.filename, self.settings, self.tree)
+            with one_file():
+                findings = lint_source(source, self.filename, self.settings, self.tree)
         except Unanalysable as skipped:
             finding = skipped.finding()
             yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)
             return
-        finally:
-            release_astroid_caches()
         freeze_astroid_bootstrap()
         if findings or "kvlint:" in source.lower():
             suppressions = read_suppressions(source)

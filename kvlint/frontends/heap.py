@@ -10,15 +10,26 @@ For the same reason the front-ends empty astroid's own caches after each file. `
 its last 128 answers, and each answer holds nodes, so the trees of the files linted before stayed alive (24
 of the first 400 public operator files), and every full collection walked them again: the CLI's collector
 time on those 1,390 files went from about 10 s to 4 s without them.
+
+While a file is linted, the collector waits. Its tree and the analysis's facts stay alive until the analysis
+ends anyway, and every collection in between walked the growing tree again (a fifth of the CLI's time on the
+public operator files). After the file, one collection of the youngest generation, where all of the file's
+objects still are, frees the tree. It can only if nothing older holds a node: astroid's ``ClassDef`` object
+model, one per process, keeps the last class it described, so it is emptied with the caches. Before, that
+tree outlived its young collection and the middle generation piled up dead trees (collector time on the
+1,390 files: 4.4 s before this paragraph's two changes, 1.0 s after).
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from astroid import MANAGER, context, nodes
 
 _frozen = False
+_MODELLED = (nodes.ClassDef, nodes.FunctionDef, nodes.Lambda, nodes.Module)
 
 
 def freeze_astroid_bootstrap() -> None:
@@ -36,3 +47,23 @@ def release_astroid_caches() -> None:
     its whole tree) past its analysis. The next file does not ask them about this one's nodes."""
     nodes.Name.lookup.cache_clear()  # LookupMixIn's lru_cache, shared by every node class (astroid 3.0 to 4.x)
     context._invalidate_cache()  # what MANAGER.clear_cache calls for the inference cache
+    for kind in _MODELLED:  # each class's one object model keeps the last node it described (``ObjectModel``'s
+        model = getattr(kind, "special_attributes", None)  # ``_instance``, astroid 2 to 4), and so its tree:
+        if hasattr(model, "_instance"):  # that tree would outlive the young collection after its file
+            model._instance = None
+
+
+@contextmanager
+def one_file() -> Iterator[None]:
+    """Lint one file inside: the collector is paused meanwhile (unless the program had it off already, in
+    which case it stays off), then astroid's caches let go of the file and the youngest generation is
+    collected. The per-file memory limit still applies: it reads the process's resident memory."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        release_astroid_caches()
+        if was_enabled:
+            gc.enable()
+            gc.collect(0)
