@@ -48,7 +48,8 @@ class Context:
     def entering(self, node: nodes.NodeNG) -> Context:
         """The context of a sub-expression (built directly: ``dataclasses.replace`` re-reads the fields at every
         one of the evaluation's steps)."""
-        return Context(self.handlers, self.depth + 1, self.hops, self.active | {id(node)}, self.bindings, self.steps)
+        return Context(handlers=self.handlers, depth=self.depth + 1, hops=self.hops, active=self.active | {id(node)},
+                       bindings=self.bindings, steps=self.steps)
 
     def binding(self, function: nodes.FunctionDef) -> dict[str, tuple[nodes.NodeNG | None, Context]] | None:
         for bound, arguments in self.bindings:

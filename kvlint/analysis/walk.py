@@ -97,8 +97,8 @@ def _collect(index: _Preorder, start: int, classes: _Classes, skip: _Classes | N
         end = index.ends[start]
         inside = [positions[bisect_left(positions, start):bisect_left(positions, end)]
                   for kind, positions in index.positions.items() if issubclass(kind, classes)]
-        found = inside[0] if len(inside) == 1 else sorted(p for part in inside for p in part)
-        return [index.nodes[p] for p in found]
+        picked = inside[0] if len(inside) == 1 else sorted(p for part in inside for p in part)
+        return [index.nodes[p] for p in picked]
     node = index.nodes[start]
     found = [node] if isinstance(node, classes) else []
     position, end = start + 1, index.ends[start]

@@ -47,9 +47,11 @@ def release_astroid_caches() -> None:
     its whole tree) past its analysis. The next file does not ask them about this one's nodes."""
     nodes.Name.lookup.cache_clear()  # LookupMixIn's lru_cache, shared by every node class (astroid 3.0 to 4.x)
     context._invalidate_cache()  # what MANAGER.clear_cache calls for the inference cache
-    for kind in _MODELLED:  # each class's one object model keeps the last node it described (``ObjectModel``'s
-        model = getattr(kind, "special_attributes", None)  # ``_instance``, astroid 2 to 4), and so its tree:
-        if hasattr(model, "_instance"):  # that tree would outlive the young collection after its file
+    # Each of these classes has one object model, which keeps the last node it described (``ObjectModel``'s
+    # ``_instance``, astroid 3.0 to 4.x), and so that node's tree, past the young collection after its file.
+    for kind in _MODELLED:
+        model = getattr(kind, "special_attributes", None)
+        if hasattr(model, "_instance"):
             model._instance = None
 
 
