@@ -21,7 +21,8 @@ from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import UNKNOWN_VALUE, Alt, constant
 from kvlint.analysis.flow import EMPTY, Path
 from kvlint.analysis.names import NONE, is_self, qualified_names
-from kvlint.analysis.walk import nodes_named
+from kvlint.analysis.memo import tree_cache
+from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import ARGUMENTS_OF, NAMESPACES, OPERATORS, Operator, lookup
 
 ALIAS_NAMESPACES = ("torch", "torch_npu.npu")
@@ -186,12 +187,48 @@ def _keys_added(use: nodes.Name) -> dict[str, Argument] | None:
     return None
 
 
+_CALLABLE_NAMES: dict[tuple[nodes.Module, frozenset[str]], frozenset[str] | None] = tree_cache()
+
+
+def _may_name_an_operator(name: nodes.Name, wrappers: dict[str, str] | None) -> bool:
+    """Whether a bare callee may stand for an operator: the module assigns it somewhere, or imports it as a
+    dotted name ending in an operator's (or overload's, or a wrapper's) name, or star-imports anything. A bare
+    name stands for a dotted name only through an import or an assignment (``kvlint.analysis.names``):
+    ``len``, ``defaultdict``, ``nn.Parameter`` imported by name and the module's own functions and classes,
+    most of a file's bare callees, never reach an operator."""
+    key = (name.root(), frozenset(w.rpartition(".")[2] for w in wrappers or ()))
+    if key not in _CALLABLE_NAMES:
+        _CALLABLE_NAMES[key] = _callable_names(key[0], _LAST_NAMES | key[1])
+    names = _CALLABLE_NAMES[key]
+    return names is None or name.name in names
+
+
+def _callable_names(module: nodes.NodeNG, last_names: frozenset[str]) -> frozenset[str] | None:
+    """The names the module assigns, and those it imports from a dotted name whose last part is in
+    ``last_names``; None after ``from x import *``."""
+    found: set[str] = set()
+    for node in nodes_of(module, (nodes.Import, nodes.ImportFrom, nodes.AssignName)):
+        if isinstance(node, nodes.AssignName):
+            found.add(node.name)
+            continue
+        for imported, alias in node.names:
+            if imported == "*":
+                return None
+            if isinstance(node, nodes.Import) and alias is None:
+                imported = imported.split(".")[0]  # ``import a.b`` binds ``a``, which stands for ``a``
+            if imported.rpartition(".")[2] in last_names:
+                found.add(alias or imported)
+    return frozenset(found)
+
+
 def call_site(call: nodes.Call, wrappers: dict[str, str] | None = None) -> tuple[CallSite, bool] | None:
     """The operator call site of ``call`` and whether its callee is a forbidden alias; None otherwise."""
     func = call.func
     if isinstance(func, nodes.Attribute) and func.attrname not in _LAST_NAMES and not is_self(func.expr) and not (
             wrappers and any(w.rpartition(".")[2] == func.attrname for w in wrappers)):
         return None  # ``x.attr`` names ``...attr`` unless ``x`` is ``self``, whose attributes alias anything
+    if isinstance(func, nodes.Name) and not _may_name_an_operator(func, wrappers):
+        return None
     names = qualified_names(func)
     alternatives = sorted(names - {NONE}) if names is not None else []
     found = [operator_for(name, wrappers) for name in alternatives]

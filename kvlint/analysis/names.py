@@ -230,19 +230,31 @@ def enclosing_class(node: nodes.NodeNG) -> nodes.ClassDef | None:
     return parent if isinstance(parent, nodes.ClassDef) else None
 
 
+_SELF_NAMES: dict[nodes.FunctionDef, str | None] = tree_cache()
+
+
 def is_self(expr: nodes.NodeNG) -> bool:
     """True for the first parameter of a method (``self``) used inside that method."""
     if not isinstance(expr, nodes.Name):
         return False
     function = expr.frame()
-    if not isinstance(function, nodes.FunctionDef) or enclosing_class(expr) is None:
+    if not isinstance(function, nodes.FunctionDef):
         return False
+    if function not in _SELF_NAMES:
+        _SELF_NAMES[function] = _self_name(function)
+    return _SELF_NAMES[function] == expr.name
+
+
+def _self_name(function: nodes.FunctionDef) -> str | None:
+    """The name of the method's first parameter; None for a function that is not a method, or a static one."""
+    if function.parent is None or not isinstance(function.parent.frame(), nodes.ClassDef):
+        return None
     if function.decorators and any(
         isinstance(d, nodes.Name) and d.name == "staticmethod" for d in function.decorators.nodes
     ):
-        return False
+        return None
     args = function.args.posonlyargs + function.args.args
-    return bool(args) and args[0].name == expr.name
+    return args[0].name if args else None
 
 
 def decorator_names(function: nodes.FunctionDef) -> set[str]:
@@ -271,17 +283,25 @@ def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
     return None
 
 
+_CLASS_VALUES: dict[tuple[nodes.ClassDef, str], list[nodes.NodeNG] | None] = tree_cache()
+
+
 def self_attribute_value(expr: nodes.Attribute) -> list[nodes.NodeNG] | None:
     """The values the class gives ``self.<attr>``, for ``self.<attr>`` expressions: what its methods (and
     those of its same-module base classes) assign, a class-level assignment, or a property's returns.
 
     None when ``expr`` is not a ``self`` attribute, or when the attribute is a method of the class (a
-    wrapper that happens to share an operator's name) or is set in a way the code does not show.
+    wrapper that happens to share an operator's name) or is set in a way the code does not show. The list
+    is shared by every ``self.<attr>`` of the class: do not change it.
     """
     if not is_self(expr.expr):
         return None
     cls = enclosing_class(expr)
-    return None if cls is None else _class_values(cls, expr.attrname, frozenset())
+    if cls is None:
+        return None
+    if (cls, expr.attrname) not in _CLASS_VALUES:
+        _CLASS_VALUES[(cls, expr.attrname)] = _class_values(cls, expr.attrname, frozenset())
+    return _CLASS_VALUES[(cls, expr.attrname)]
 
 
 def _class_values(cls: nodes.ClassDef, attribute: str, seen: frozenset[int]) -> list[nodes.NodeNG] | None:
@@ -310,15 +330,20 @@ def _class_values(cls: nodes.ClassDef, attribute: str, seen: frozenset[int]) -> 
     return values or None
 
 
+_MODULE_BASES: dict[nodes.ClassDef, list[nodes.ClassDef]] = tree_cache()
+
+
 def _module_bases(cls: nodes.ClassDef) -> list[nodes.ClassDef]:
     """The base classes defined in the same module (by name)."""
-    found = []
-    for base in cls.bases:
-        if isinstance(base, nodes.Name):
-            _, bindings = base.lookup(base.name)
-            if len(bindings) == 1 and isinstance(bindings[0], nodes.ClassDef):
-                found.append(bindings[0])
-    return found
+    if cls not in _MODULE_BASES:
+        found = []
+        for base in cls.bases:
+            if isinstance(base, nodes.Name):
+                _, bindings = base.lookup(base.name)
+                if len(bindings) == 1 and isinstance(bindings[0], nodes.ClassDef):
+                    found.append(bindings[0])
+        _MODULE_BASES[cls] = found
+    return _MODULE_BASES[cls]
 
 
 _SELF_ASSIGNMENTS: dict[nodes.ClassDef, dict[str, list[nodes.NodeNG | None]]] = tree_cache()

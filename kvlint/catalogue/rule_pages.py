@@ -101,9 +101,12 @@ DOCS: dict[str, RuleDoc] = {
     "KVL000": RuleDoc(
         what="Reports a file that CPython itself refuses to compile, with the compiler's reason, at the line "
              "and column it names (the undecodable byte of a file that does not decode). The check is "
-             "`compile()`, so it also catches what the parser accepts and the compiler refuses: a call that "
-             "repeats a keyword (`num_heads=8, ..., num_heads=9`), `return` outside a function, `nonlocal` "
-             "without a binding, `global` after a use. A file CPython runs is never KVL000: bytes that do not decode inside comments (GBK comments "
+             "CPython's own compiler, so it also catches what the parser accepts and the compiler refuses: a "
+             "call that repeats a keyword (`num_heads=8, ..., num_heads=9`), `return` outside a function, "
+             "`nonlocal` without a binding, `global` after a use. kvlint compiles a file only when its tree "
+             "holds one of the constructs the compiler has such a rule about (a `global`, an `await`, a "
+             "starred target, a repeated keyword, ...): a file with none of them cannot be refused. A file "
+             "CPython runs is never KVL000: bytes that do not decode inside comments (GBK comments "
              "in a UTF-8 file, which CPython's compiler does not decode) are replaced before linting, and "
              "valid code nested deeper than the parser can follow (a generated 2,500-term sum) is skipped "
              "with a warning naming the file.",

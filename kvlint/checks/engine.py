@@ -2,14 +2,17 @@
 
 pylint hands ``analyze`` its own astroid tree; flake8 and the CLI call ``lint_source``, which first applies
 a cheap text gate (files that mention no operator and none of the words the rules key on are skipped
-before parsing), then parses the file once: the ``ast`` tree is compiled (CPython's refusals are KVL000) and
-handed to astroid, which would otherwise parse the text a second time (flake8 hands over the tree it parsed).
+before parsing), then parses the file once and hands the ``ast`` tree to astroid, which would otherwise parse
+the text a second time (flake8 hands over the tree it parsed). The tree is compiled too, where it holds
+something CPython's compiler might refuse (``kvlint.analysis.refusals``): its refusals are KVL000.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import os
+from typing import TypeVar
 
 from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
@@ -18,6 +21,7 @@ from astroid.rebuilder import TreeRebuilder
 from kvlint.analysis.callsite import call_site
 from kvlint.analysis.finding import Finding, Issue
 from kvlint.analysis.memo import forget
+from kvlint.analysis.refusals import compiler_may_refuse
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.analysis.walk import nodes_of
 from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
@@ -110,6 +114,20 @@ def refused(path: str, error: BaseException, context: str = "") -> Finding:
     return syntax_error(path, line, column, f"{context}: {reason}" if context else reason)
 
 
+_Documented = TypeVar("_Documented", ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class _CallersTreeRebuilder(TreeRebuilder):
+    """astroid's rebuilder, leaving the ``ast`` tree it reads as it was. astroid takes each docstring out of
+    its node's body, and here the tree is the caller's: flake8's, which its other plugins read after kvlint,
+    and the engine's own, which it compiles after the build (a function whose body is its docstring would
+    then have none: ``ValueError: empty body on FunctionDef``)."""
+
+    def _get_doc(self, node: _Documented) -> tuple[_Documented, ast.Constant | None]:
+        """astroid's own (a private method, the same in astroid 3.0 to 4.x), on a copy of the node."""
+        return super()._get_doc(copy.copy(node))
+
+
 class _OwnTextBuilder(AstroidBuilder):
     """Builds a file's tree from the file alone, from its ``ast`` tree when it is already parsed.
 
@@ -129,7 +147,7 @@ class _OwnTextBuilder(AstroidBuilder):
         if self.parsed is None:
             return super()._data_build(data, modname, path)
         package = path is not None and os.path.splitext(os.path.basename(path))[0] == "__init__"
-        builder = TreeRebuilder(self._manager, data=data)
+        builder = _CallersTreeRebuilder(self._manager, data=data)
         return builder.visit_module(self.parsed, modname, os.path.abspath(path) if path else "<?>", package), builder
 
     def delayed_assattr(self, node: nodes.AssignAttr) -> None:
@@ -166,14 +184,21 @@ def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS,
             if refusal is None:
                 raise Unanalysable(path) from error
             return [refused(path, refusal)]
-    refusal = cpython_refusal(source, path, parsed)
-    if refusal is not None:
-        return [refused(path, refusal)]
     try:
         module = build_tree(source, path, parsed)
-    except (RecursionError, MemoryError, ValueError) as error:  # CPython compiles it: valid, too deep for astroid
-        raise Unanalysable(path) from error
+    except Exception as error:
+        refusal = cpython_refusal(source, path, parsed)
+        if refusal is not None:
+            return [refused(path, refusal)]
+        if isinstance(error, (RecursionError, MemoryError, ValueError)):  # valid, too deep for astroid
+            raise Unanalysable(path) from error
+        raise
     try:
+        refusal = cpython_refusal(source, path, parsed) if compiler_may_refuse(module, source) else None
+        if refusal is not None:
+            return [refused(path, refusal)]
         return analyze(module, path, settings, meter)
     except RecursionError as error:
         raise Unanalysable(path) from error
+    finally:
+        forget()

@@ -125,8 +125,12 @@ class Plugin:
         )
         cls.honour_noqa = not getattr(options, "disable_noqa", False)
         cls.analyses = reports_any_kvlint_code(options)
-        if cls.analyses:  # imported here, before flake8 starts its workers, so that they share it
-            import kvlint.checks.engine  # noqa: F401
+        if cls.analyses:  # before flake8 starts its workers, so that they share the engine and astroid's bootstrap
+            from kvlint.checks.engine import build_tree
+            from kvlint.frontends.heap import freeze_astroid_bootstrap
+
+            build_tree("", "bootstrap.py")
+            freeze_astroid_bootstrap()
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         if not self.analyses:
