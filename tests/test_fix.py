@@ -208,6 +208,58 @@ def test_kvl301_leaves_a_name_used_elsewhere_and_unknown_dtypes() -> None:
     assert fix_source(source, [at("torch.tensor(raw, dtype=choose())", 8, source=source)], "m.py").fixed == source
 
 
+def test_kvl301_counts_a_read_from_a_nested_function_as_another_use() -> None:
+    """A closure that reads the table would see the new dtype too: the name is not read only at the call."""
+    source = KVL301.replace("    return a, b, c\n", "    def later():\n        return tables.sum()\n    return a, b, c, later\n")
+    assert source != KVL301
+    result = fix_source(source, [at("block_table=tables", 7, source=source)], "m.py")
+    assert result.fixed == source
+    assert "read elsewhere" in next(iter(result.declined.values()))
+
+
+def test_kvl301_fixes_a_table_read_once_inside_a_comprehension_of_its_function() -> None:
+    source = KVL301.replace(
+        "a = torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=tables, actual_seq_lengths_kv=lens)",
+        "a = [torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=tables) for _ in range(2)]")
+    assert source != KVL301
+    result = fix_source(source, [at("block_table=tables", 7, source=source)], "m.py")
+    assert result.fixed == source.replace("torch.arange(n).view", "torch.arange(n, dtype=torch.int32).view")
+
+
+@pytest.mark.parametrize(("imports", "factory", "new"), [
+    ("import torch as t", "t.arange(n, dtype=t.long)", "t.arange(n, dtype=t.int32)"),
+    ("import torch\nfrom torch import int64", "torch.zeros(n, 4, dtype=int64)", "torch.zeros(n, 4, dtype=torch.int32)"),
+])
+def test_kvl301_reads_torch_and_its_dtypes_through_the_modules_imports(imports: str, factory: str, new: str) -> None:
+    source = (f"{imports}\nimport torch_npu\n\n\ndef decode(q, k, v, n):\n    tables = {factory}\n"
+              "    return torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=tables)\n")
+    line = source.splitlines().index("    return torch_npu.npu_fused_infer_attention_score(q, k, v, block_table=tables)") + 1
+    result = fix_source(source, [at("block_table=tables", line, source=source)], "m.py")
+    assert result.fixed == source.replace(factory, new)
+
+
+def test_kvl301_leaves_a_factory_whose_torch_is_not_the_module() -> None:
+    source = KVL301.replace("def decode(q, k, v, n, lens, raw):", "def decode(q, k, v, n, lens, raw, torch=None):")
+    assert fix_source(source, [at("block_table=tables", 7, source=source)], "m.py").fixed == source
+
+
+def test_kvl301_finds_the_assignment_after_characters_of_several_bytes_on_its_line() -> None:
+    source = KVL301.replace("    tables = torch.arange(n)", "    é = 1; tables = torch.arange(n)")
+    result = fix_source(source, [at("block_table=tables", 7, source=source)], "m.py")
+    assert result.fixed == source.replace("torch.arange(n).view", "torch.arange(n, dtype=torch.int32).view")
+
+
+def test_the_marks_preview_makes_the_decisions_of_the_fix() -> None:
+    """The ``[*]`` marks come from a preview that reads an outline of the module: it marks exactly the findings
+    that ``--fix`` rewrites, and leaves the text as it is."""
+    source = KVL301 + "\n\ndef unrelated():\n    return 1\n" + KVL301.split("\n\n\n", 1)[1].replace("decode", "again")
+    findings = [f for f in lint_source(source, "m.py") if f.code in FIXABLE]
+    assert len(findings) >= 2
+    preview, fix = fix_source(source, findings, "m.py", preview=True), fix_source(source, findings, "m.py")
+    assert preview.fixed == source and fix.fixed != source
+    assert preview.applied == fix.applied and preview.declined == fix.declined
+
+
 # --- the command line ------------------------------------------------------------------------------------
 
 BAD_FILE = textwrap.dedent('''\

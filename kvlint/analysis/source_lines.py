@@ -25,3 +25,16 @@ def physical_lines(text: str, keepends: bool = False) -> list[str]:
     if start < len(text):
         lines.append(text[start:])
     return lines
+
+
+def code_point_column(line: str | None, byte_column: int) -> int:
+    """ast and astroid count a column in UTF-8 bytes; libcst, the CLI's formats and SARIF in code points
+    (``line``: None when the line is not known, and the column is kept)."""
+    if line is None:
+        return byte_column
+    return len(line.encode("utf-8")[:byte_column].decode("utf-8", "ignore"))
+
+
+def byte_column(line: str, code_point_column: int) -> int:
+    """The other way: a column of ``line`` in code points, counted in UTF-8 bytes."""
+    return len(line[:code_point_column].encode("utf-8"))

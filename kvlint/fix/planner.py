@@ -1,8 +1,11 @@
 """The libcst side of ``kvlint.fix.rewrite`` (imported only when a fix is asked for).
 
 A ``Planner`` finds, for each finding, the libcst node at the finding's position, decides with the engine's
-own facts (astroid call sites, the catalogue's rename tables) whether the rewrite is certain, and records an
-edit for that node. ``apply`` runs all edits in one transform, so the rest of the file keeps its bytes.
+own facts (astroid call sites, names and bindings, the catalogue's rename tables) whether the rewrite is
+certain, and records an edit for that node. ``apply`` runs all edits in one transform, so the rest of the file
+keeps its bytes. libcst only reads the text and writes the edits: its scope and qualified-name analyses cost
+three times the rest of the ``[*]`` marks on a generated module, and would be a second opinion on what the
+engine already decides about names.
 
 Each ``plan_*`` method returns None when it recorded an edit, else the reason it did not (a sentence the CLI
 prints next to the finding, so that a finding of a fixable rule left as it was says why).
@@ -17,11 +20,12 @@ from dataclasses import dataclass
 import libcst as cst
 from astroid import nodes
 from astroid.const import Context
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.source_lines import physical_lines
+from kvlint.analysis.names import NONE, lookup, qualified_names
+from kvlint.analysis.source_lines import byte_column, code_point_column, physical_lines
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.checks.engine import build_tree
@@ -60,15 +64,20 @@ class _Transformer(cst.CSTTransformer):
 
 class Planner:
     def __init__(self, source: str, path: str, wrappers: dict[str, str], findings: Sequence[Finding],
-                 module: nodes.Module | None = None, rewritten: str | None = None) -> None:
+                 module: nodes.Module | None = None, rewritten: Outline | None = None) -> None:
         """``findings``: the findings to plan for (the call sites resolved are those of the top-level
         statements that hold them). ``module``: the astroid tree of ``source``, when already built.
         ``rewritten``: the text libcst reads and the edits apply to, when not ``source`` itself (``outline``:
         the statements that hold the findings, with the finding positions given in its lines); the engine's
         facts always come from ``source``."""
         self.source = source
+        self.source_lines = physical_lines(source)
+        self.outline = rewritten
+        self.text_lines = ({text: line for line, text in rewritten.lines.items()} if rewritten is not None
+                           else None)
+        """A line of the text libcst reads -> its line in ``source`` (None: the same)."""
         self.lines = [(f.line, f.end_line) for f in findings]
-        self.rewritten = source if rewritten is None else rewritten
+        self.rewritten = source if rewritten is None else rewritten.text
         self.path = path
         self.wrappers = wrappers
         self.wrapper = MetadataWrapper(cst.parse_module(self.rewritten), unsafe_skip_copy=True)  # the parser's own
@@ -77,13 +86,11 @@ class Planner:
         self.by_start: dict[Position, list[cst.CSTNode]] = defaultdict(list)
         for node, where in self.positions.items():
             self.by_start[(where.start.line, where.start.column)].append(node)
-        self._scopes = None
-        self._qualified = None
         self._astroid: nodes.Module | None = module
+        self._names: dict[Position, nodes.Name] | None = None
         self._site_list: list[tuple[CallSite, bool]] | None = None
         self._by_anchor: dict[Position, list[tuple[CallSite, str, nodes.NodeNG]]] | None = None
         self._by_callee: dict[Position, list[tuple[CallSite, bool]]] | None = None
-        self._assignments: dict[int, cst.Assign] | None = None
         self._module_imports: list[str] | None = None
         self.edits: dict[int, Edit] = {}
         self.add_torch_npu_import = False
@@ -102,6 +109,25 @@ class Planner:
         if self._astroid is None:
             self._astroid = build_tree(self.source, self.path)
         return self._astroid
+
+    def _astroid_name(self, name: cst.Name) -> nodes.Name | None:
+        """The engine's node for the name libcst read as ``name`` (same place in ``source``, same name)."""
+        if self._names is None:
+            self._names = {(n.lineno, n.col_offset): n for n in nodes_of(self._module(), nodes.Name)}
+        where = self.positions[name].start
+        line = where.line if self.text_lines is None else self.text_lines.get(where.line)
+        if line is None or not 0 < line <= len(self.source_lines):
+            return None
+        column = byte_column(self.source_lines[line - 1], where.column)
+        found = self._names.get((line, column))
+        return found if found is not None and found.name == name.value else None
+
+    def _libcst_at(self, node: nodes.NodeNG, kind: type) -> list:
+        """The libcst nodes of ``kind`` that start where the engine's ``node`` does."""
+        line = node.lineno if self.outline is None else self.outline.lines.get(node.lineno)
+        if line is None or not 0 < node.lineno <= len(self.source_lines):
+            return []
+        return self._nodes_at((line, code_point_column(self.source_lines[node.lineno - 1], node.col_offset)), kind)
 
     def _sites(self) -> list[tuple[CallSite, bool]]:
         """The operator call sites of the top-level statements that hold a finding, in the module's order,
@@ -292,25 +318,28 @@ class Planner:
         return None, NOT_FOUND
 
     def _single_use_value(self, name: cst.Name) -> tuple[cst.BaseExpression | None, Declined]:
-        """The value of the only assignment of ``name`` in its function, when ``name`` is read only here."""
-        if self._scopes is None:
-            self._scopes = self.wrapper.resolve(ScopeProvider)
-        scope = self._scopes.get(name)
-        if scope is None or not isinstance(scope, cst.metadata.FunctionScope):
+        """The value of the only assignment of ``name`` in its function, when ``name`` is read only here
+        (reads from the function's comprehensions, lambdas and nested functions count)."""
+        read = self._astroid_name(name)
+        if read is None:
+            return None, NOT_FOUND
+        scope, _ = lookup(read)
+        if not isinstance(scope, (nodes.FunctionDef, nodes.Lambda)):
             return None, f"'{name.value}' is not a local name of a function; add dtype=torch.int32 where it is built"
-        assignments = list(scope.assignments[name.value])
-        accesses = list(scope.accesses[name.value])
-        if len(assignments) != 1 or len(accesses) != 1 or accesses[0].node is not name:
+        bindings = scope.locals.get(name.value, [])
+        reads = [n for n in nodes_named(scope, (nodes.Name, nodes.DelName), name.value) if lookup(n)[0] is scope]
+        if len(bindings) != 1 or reads != [read]:
             return None, (f"'{name.value}' is assigned more than once or read elsewhere, so changing its dtype "
                           "could change other uses")
-        if self._assignments is None:
-            finder = _AssignFinder()
-            self.tree.visit(finder)
-            self._assignments = finder.by_target
-        assignment = self._assignments.get(id(assignments[0].node))
-        if assignment is None:
+        binding = bindings[0]
+        statement = binding.parent
+        if not (isinstance(binding, nodes.AssignName) and isinstance(statement, nodes.Assign)
+                and len(statement.targets) == 1 and statement.targets[0] is binding):
             return None, f"'{name.value}' is not set by a plain assignment (a parameter, a loop or a with target)"
-        return assignment.value, None
+        assignments = self._libcst_at(statement, cst.Assign)
+        if not assignments:
+            return None, NOT_FOUND
+        return assignments[0].value, None
 
     def _fix_dtype(self, expression: cst.BaseExpression) -> Declined:
         while (isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute)
@@ -340,12 +369,18 @@ class Planner:
         return self._edit(expression, lambda node: _append_dtype(node, torch_name))
 
     def _qualified_names(self, node: cst.CSTNode) -> set[str]:
-        if self._qualified is None:
-            self._qualified = self.wrapper.resolve(QualifiedNameProvider)
-        value = self._qualified.get(node, ())
-        if callable(value):  # libcst resolves some metadata lazily
-            value = value()
-        return {q.name for q in value}
+        """The dotted names the engine proves ``node`` (a name or an attribute of one) stands for; empty
+        when it proves none, or when one alternative is None."""
+        attributes: list[str] = []
+        while isinstance(node, cst.Attribute):
+            attributes.append(node.attr.value)
+            node = node.value
+        read = self._astroid_name(node) if isinstance(node, cst.Name) else None
+        names = qualified_names(read) if read is not None else None
+        if not names or NONE in names:
+            return set()
+        suffix = "".join(f".{attribute}" for attribute in reversed(attributes))
+        return {f"{name}{suffix}" for name in names}
 
     # --- applying ------------------------------------------------------------------------------------
 
@@ -409,18 +444,6 @@ def outline(source: str, module: nodes.Module, findings: Sequence[Finding]) -> O
     except (SyntaxError, ValueError):  # pragma: no cover - whole statements left out leave valid code; never guess
         return Outline(source, {line: line for line in range(1, len(lines) + 2)})
     return Outline(text, where)
-
-
-class _AssignFinder(cst.CSTVisitor):
-    """The plain assignments of the module (one target), by ``id`` of their target node, first one kept."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.by_target: dict[int, cst.Assign] = {}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) == 1:
-            self.by_target.setdefault(id(node.targets[0].target), node)
 
 
 def _append_dtype(call: cst.Call, torch_name: str) -> cst.Call:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.source_lines import physical_lines
+from kvlint.analysis.source_lines import code_point_column, physical_lines
 from kvlint.catalogue.rules import FIXABLE
 
 
@@ -64,10 +64,8 @@ def _import_libcst():
     return libcst
 
 
-def _char_column(lines: Sequence[str], line: int, byte_column: int) -> int:
-    if not 0 < line <= len(lines):
-        return byte_column
-    return len(lines[line - 1].encode("utf-8")[:byte_column].decode("utf-8", "ignore"))
+def _line(lines: Sequence[str], number: int) -> str | None:
+    return lines[number - 1] if 0 < number <= len(lines) else None
 
 
 def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
@@ -77,7 +75,8 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
     ``preview``: only which findings get a rewrite matters (the ``[*]`` marks), not the fixed text. libcst
     then reads the module with the top-level functions and classes that hold no such finding left out
     (``kvlint.fix.planner.outline``): the same decisions, at the cost of the code they are about, where the
-    whole module cost a minute on a generated 50,000-line file. The text is then left as it is."""
+    whole module cost a minute on a generated 50,000-line file. The text is then left as it is, and the
+    edits are not applied: what they change is each one node, rewritten to code that parses on its own."""
     wanted = [f for f in findings if f.code in FIXABLE]
     if not wanted:
         return FixResult(path, source, source)
@@ -87,12 +86,12 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
 
     module = build_tree(source, path)
     shown = outline(source, module, wanted) if preview else None
-    planner = Planner(source, path, wrappers or {}, wanted, module, shown.text if shown else None)
+    planner = Planner(source, path, wrappers or {}, wanted, module, shown)
     lines = physical_lines(source)
     applied, declined = [], {}
     for finding in wanted:
-        start = (finding.line, _char_column(lines, finding.line, finding.column))
-        end = (finding.end_line, _char_column(lines, finding.end_line, finding.end_column))
+        start = (finding.line, code_point_column(_line(lines, finding.line), finding.column))
+        end = (finding.end_line, code_point_column(_line(lines, finding.end_line), finding.end_column))
         if shown is not None:
             start, end = shown.position(start), shown.position(end)
             if start is None or end is None:  # pragma: no cover - the outline keeps every finding's statement
@@ -108,9 +107,11 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
             applied.append(finding)
         else:
             declined[finding] = reason
+    if preview:
+        return FixResult(path, source, source, applied, declined)
     fixed = planner.apply() if applied else planner.rewritten
     try:
         compile(fixed, path, "exec")
     except SyntaxError:  # pragma: no cover - a rewrite never breaks syntax; refuse rather than write it
         return FixResult(path, source, source, declined={f: "the rewrite would not compile" for f in wanted})
-    return FixResult(path, source, source if preview else fixed, applied, declined)
+    return FixResult(path, source, fixed, applied, declined)

@@ -9,6 +9,9 @@ writing that text back would change the byte. Such a file is left as it is, with
 One fix can uncover another: rewriting ``torch.npu_fused_infer_attention_score`` to ``torch_npu.<op>``
 makes the call resolvable, and only then is its int64 block table reported. So, as ruff does, each file is
 linted and fixed again until a round changes nothing (at most ``MAX_ROUNDS`` rounds): one run settles.
+
+Each file is fixed, or previewed for the ``[*]`` marks, the way it is linted (``kvlint.frontends.heap.one_file``):
+the collector waits meanwhile, since the file's trees live until it is done anyway.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from kvlint.analysis.finding import Finding
 from kvlint.analysis.settings import Settings
 from kvlint.catalogue.rules import FIXABLE
 from kvlint.fix.rewrite import FixResult, FixUnavailable, fix_source
+from kvlint.frontends.heap import one_file
 from kvlint.frontends.runner import FileResult, lint_text
 
 MAX_ROUNDS = 10
@@ -127,7 +131,8 @@ def apply_fixes(results: list[FileResult], keep: Callable[[Finding], bool], sett
         try:
             raw = sources[result.path] if sources and result.path in sources else _read(result.path)
             source, encoding = decode_losslessly(raw)
-            outcome = fix_text(result, source, keep, settings)
+            with one_file():
+                outcome = fix_text(result, source, keep, settings)
         except FixUnavailable:
             raise
         except NotLossless as error:
@@ -176,7 +181,9 @@ def fixable_findings(results: list[FileResult], keep: Callable[[Finding], bool],
         try:
             source, _ = decode_losslessly(sources[result.path] if sources and result.path in sources
                                           else _read(result.path))
-            fixable.update(fix_source(source, wanted, result.path, settings.extra_fa_wrappers, preview=True).applied)
+            with one_file():
+                preview = fix_source(source, wanted, result.path, settings.extra_fa_wrappers, preview=True)
+            fixable.update(preview.applied)
         except FixUnavailable:
             raise
         except Exception:  # noqa: BLE001 - no marker for a file kvlint cannot rewrite; --fix will say why

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.source_lines import physical_lines
+from kvlint.analysis.source_lines import code_point_column, physical_lines
 from kvlint.catalogue.pages import doc_url, full_description, help_text, standalone_page
 from kvlint.catalogue.project import home_url
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
@@ -132,19 +132,12 @@ class SourceLines:
         return lines[number - 1] if 0 < number <= len(lines) else None
 
 
-def _code_point_column(line: str | None, byte_column: int) -> int:
-    """ast/astroid columns count UTF-8 bytes; the CLI's formats and SARIF count code points."""
-    if line is None:
-        return byte_column
-    return len(line.encode("utf-8")[:byte_column].decode("utf-8", "ignore"))
-
-
 def in_characters(finding: Finding, lines: SourceLines) -> Finding:
     """``finding`` with its columns counted in characters of its lines."""
     start = lines.line(finding.path, finding.line)
     end = start if finding.end_line == finding.line else lines.line(finding.path, finding.end_line)
-    return replace(finding, column=_code_point_column(start, finding.column),
-                   end_column=_code_point_column(end, finding.end_column))
+    return replace(finding, column=code_point_column(start, finding.column),
+                   end_column=code_point_column(end, finding.end_column))
 
 
 @dataclass(frozen=True)
@@ -241,9 +234,9 @@ class SarifLog:
                 "artifactLocation": location,
                 "region": {
                     "startLine": line,
-                    "startColumn": _code_point_column(start_text, column) + 1,
+                    "startColumn": code_point_column(start_text, column) + 1,
                     "endLine": end_line,
-                    "endColumn": _code_point_column(end_text, end_column) + 1,
+                    "endColumn": code_point_column(end_text, end_column) + 1,
                 },
             }}],
             "partialFingerprints": {"primaryLocationLineHash": f"{digest}:{self._seen[key]}"},
