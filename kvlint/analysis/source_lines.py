@@ -27,6 +27,11 @@ def physical_lines(text: str, keepends: bool = False) -> list[str]:
     return lines
 
 
+def numbered_line(lines: list[str], number: int) -> str | None:
+    """Line ``number`` (from 1) of ``lines``, or None past either end."""
+    return lines[number - 1] if 0 < number <= len(lines) else None
+
+
 def code_point_column(line: str | None, byte_column: int) -> int:
     """ast and astroid count a column in UTF-8 bytes; libcst, the CLI's formats and SARIF in code points
     (``line``: None when the line is not known, and the column is kept)."""

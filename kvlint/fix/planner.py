@@ -3,9 +3,9 @@
 A ``Planner`` finds, for each finding, the libcst node at the finding's position, decides with the engine's
 own facts (astroid call sites, names and bindings, the catalogue's rename tables) whether the rewrite is
 certain, and records an edit for that node. ``apply`` runs all edits in one transform, so the rest of the file
-keeps its bytes. libcst only reads the text and writes the edits: its scope and qualified-name analyses cost
-three times the rest of the ``[*]`` marks on a generated module, and would be a second opinion on what the
-engine already decides about names.
+keeps its bytes. libcst only reads the text and writes the edits: its scope and qualified-name analyses were
+two thirds of the cost of the ``[*]`` marks on a generated module, and a second opinion on what the engine
+already decides about names.
 
 Each ``plan_*`` method returns None when it recorded an edit, else the reason it did not (a sentence the CLI
 prints next to the finding, so that a finding of a fixable rule left as it was says why).
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 from astroid import nodes
@@ -25,7 +26,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from kvlint.analysis.callsite import CallSite, call_site, keyword_dict
 from kvlint.analysis.finding import Finding
 from kvlint.analysis.names import NONE, lookup, qualified_names
-from kvlint.analysis.source_lines import byte_column, code_point_column, physical_lines
+from kvlint.analysis.source_lines import byte_column, code_point_column, numbered_line, physical_lines
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.catalogue.operators import FIA_V1, IFA_PFA_SPELLINGS, V1_TO_V2, V2_TO_V1
 from kvlint.checks.engine import build_tree
@@ -73,9 +74,6 @@ class Planner:
         self.source = source
         self.source_lines = physical_lines(source)
         self.outline = rewritten
-        self.text_lines = ({text: line for line, text in rewritten.lines.items()} if rewritten is not None
-                           else None)
-        """A line of the text libcst reads -> its line in ``source`` (None: the same)."""
         self.lines = [(f.line, f.end_line) for f in findings]
         self.rewritten = source if rewritten is None else rewritten.text
         self.path = path
@@ -115,19 +113,21 @@ class Planner:
         if self._names is None:
             self._names = {(n.lineno, n.col_offset): n for n in nodes_of(self._module(), nodes.Name)}
         where = self.positions[name].start
-        line = where.line if self.text_lines is None else self.text_lines.get(where.line)
-        if line is None or not 0 < line <= len(self.source_lines):
+        line = where.line if self.outline is None else self.outline.source_line(where.line)
+        text = numbered_line(self.source_lines, line) if line is not None else None
+        if text is None:
             return None
-        column = byte_column(self.source_lines[line - 1], where.column)
+        column = byte_column(text, where.column)
         found = self._names.get((line, column))
         return found if found is not None and found.name == name.value else None
 
     def _libcst_at(self, node: nodes.NodeNG, kind: type) -> list:
         """The libcst nodes of ``kind`` that start where the engine's ``node`` does."""
         line = node.lineno if self.outline is None else self.outline.lines.get(node.lineno)
-        if line is None or not 0 < node.lineno <= len(self.source_lines):
+        if line is None:
             return []
-        return self._nodes_at((line, code_point_column(self.source_lines[node.lineno - 1], node.col_offset)), kind)
+        column = code_point_column(numbered_line(self.source_lines, node.lineno), node.col_offset)
+        return self._nodes_at((line, column), kind)
 
     def _sites(self) -> list[tuple[CallSite, bool]]:
         """The operator call sites of the top-level statements that hold a finding, in the module's order,
@@ -410,6 +410,14 @@ class Outline:
         """``where`` (line, column) in the source, in ``text``; None when the line is not kept."""
         line = self.lines.get(where[0])
         return None if line is None else (line, where[1])
+
+    def source_line(self, line: int) -> int | None:
+        """The source line that ``text``'s ``line`` keeps, or None (a line standing for a left-out body)."""
+        return self._source_lines.get(line)
+
+    @cached_property
+    def _source_lines(self) -> dict[int, int]:
+        return {text: source for source, text in self.lines.items()}
 
 
 def outline(source: str, module: nodes.Module, findings: Sequence[Finding]) -> Outline:

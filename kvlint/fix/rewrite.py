@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.source_lines import code_point_column, physical_lines
+from kvlint.analysis.source_lines import code_point_column, numbered_line, physical_lines
 from kvlint.catalogue.rules import FIXABLE
 
 
@@ -64,10 +64,6 @@ def _import_libcst():
     return libcst
 
 
-def _line(lines: Sequence[str], number: int) -> str | None:
-    return lines[number - 1] if 0 < number <= len(lines) else None
-
-
 def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
                wrappers: dict[str, str] | None = None, preview: bool = False) -> FixResult:
     """Apply the certain fixes for ``findings`` (found by the engine in ``source``).
@@ -90,8 +86,8 @@ def fix_source(source: str, findings: Sequence[Finding], path: str = "<string>",
     lines = physical_lines(source)
     applied, declined = [], {}
     for finding in wanted:
-        start = (finding.line, code_point_column(_line(lines, finding.line), finding.column))
-        end = (finding.end_line, code_point_column(_line(lines, finding.end_line), finding.end_column))
+        start = (finding.line, code_point_column(numbered_line(lines, finding.line), finding.column))
+        end = (finding.end_line, code_point_column(numbered_line(lines, finding.end_line), finding.end_column))
         if shown is not None:
             start, end = shown.position(start), shown.position(end)
             if start is None or end is None:  # pragma: no cover - the outline keeps every finding's statement

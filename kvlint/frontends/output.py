@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kvlint import __version__
 from kvlint.analysis.finding import Finding
-from kvlint.analysis.source_lines import code_point_column, physical_lines
+from kvlint.analysis.source_lines import code_point_column, numbered_line, physical_lines
 from kvlint.catalogue.pages import doc_url, full_description, help_text, standalone_page
 from kvlint.catalogue.project import home_url
 from kvlint.catalogue.rules import RULES, STATIC_RULES, Rule
@@ -129,7 +129,7 @@ class SourceLines:
             except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
                 self._cache[path] = []
         lines = self._cache[path]
-        return lines[number - 1] if 0 < number <= len(lines) else None
+        return numbered_line(lines, number)
 
 
 def in_characters(finding: Finding, lines: SourceLines) -> Finding:
