@@ -121,3 +121,87 @@ def test_an_outline_keeps_the_statements_that_hold_findings_and_binds_the_other_
     line, column = shown.position((finding.line, finding.column))
     assert kept[line - 1] == lines[finding.line - 1] and column == finding.column
     assert shown.position((lines.index("def layer_0(q, k, v):") + 1, 0)) is None
+
+def _layers_importing_torch_npu(count: int) -> str:
+    """``count`` modules one after the other, as generated code concatenates them: each imports ``torch_npu``
+    in ``try`` (``None`` in its ``except``) and ``field``, and defines a dataclass and a layer calling FIA
+    ``_v2`` with v1's ``scale`` (KVL102)."""
+    lines = []
+    for i in range(count):
+        lines += ["try:", "    import torch_npu", "except ImportError:", "    torch_npu = None",
+                  "from dataclasses import dataclass, field", "",
+                  "@dataclass", f"class Config{i}:", "    heads: int = field(default=8)", "",
+                  f"def layer_{i}(q, k, v):",
+                  "    return torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=8, scale=0.1)",
+                  ""]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("count", [10, 40])
+def test_a_name_the_module_binds_at_every_layer_is_resolved_through_its_bindings_once(monkeypatch, count):
+    """Each use of ``torch_npu`` went through all of the module's ``count`` imports and ``None``s again:
+    3 * count * count bindings resolved for ``count`` uses."""
+    from kvlint.analysis import names
+
+    resolved = []
+    binding_names = names._binding_names
+    monkeypatch.setattr(names, "_binding_names", lambda *a: resolved.append(a[0]) or binding_names(*a))
+    findings = lint_source(_layers_importing_torch_npu(count), "f.py")
+    assert [f.code for f in findings] == ["KVL102"] * count
+    assert len(resolved) <= 4 * count
+
+
+def test_a_name_bound_none_and_by_an_assignment_stands_for_both():
+    """The bindings that need no resolving are shared; an assignment of another value is still resolved
+    at the use, and a binding the code does not prove still leaves the name unresolved."""
+    from kvlint.analysis.names import qualified_names
+
+    source = ("import torch\n"
+              "try:\n    import torch_npu as ops\nexcept ImportError:\n    ops = None\n"
+              "if FAST:\n    ops = fast_ops\n"
+              "def f():\n    return ops\n"
+              "alias = torch.nn\n"
+              "def g():\n    return alias\n")
+    module = build_tree(source, "f.py")
+    try:
+        returned = [n.value for n in nodes_of(module, nodes.Return)]
+        assert qualified_names(returned[0]) is None  # fast_ops is bound nowhere
+        assert qualified_names(returned[1]) == {"torch.nn"}
+    finally:
+        forget()
+    module = build_tree(source.replace("fast_ops", "torch.ops.npu"), "f.py")
+    try:
+        assert qualified_names(nodes_of(module, nodes.Return)[0].value) == {"torch_npu", "None", "torch.ops.npu"}
+    finally:
+        forget()
+
+
+@pytest.mark.parametrize("count", [10, 40])
+def test_a_call_of_a_name_no_scope_defines_with_def_makes_no_lookup(monkeypatch, count):
+    """``field(default=8)`` in a class body: astroid compared every earlier ``from dataclasses import field``
+    of the module with the class's line, for each class."""
+    from kvlint.analysis import names
+
+    looked_up = []
+    lookup = names.lookup
+    monkeypatch.setattr(names, "lookup", lambda node: looked_up.append(node.name) or lookup(node))
+    lint_source(_layers_importing_torch_npu(count), "f.py")
+    assert "field" not in looked_up
+
+
+def test_a_call_reaches_the_function_the_module_defines_and_not_a_builtin_or_an_import():
+    from kvlint.analysis.names import called_function
+
+    source = ("from dataclasses import field\n"
+              "def helper():\n    return 1\n"
+              "class C:\n    a = helper()\n    b = field(default=1)\n    c = len([])\n"
+              "    def m(self):\n        def helper():\n            return 2\n        return helper()\n")
+    module = build_tree(source, "f.py")
+    try:
+        class_level, field_call, len_call, nested = nodes_of(module, nodes.Call)
+        assert called_function(class_level).lineno == 2
+        assert called_function(nested).lineno == 9
+        assert called_function(field_call) is None
+        assert called_function(len_call) is None
+    finally:
+        forget()

@@ -133,7 +133,7 @@ def _name_names(node: nodes.Name, depth: int, active: frozenset[int]) -> _Names:
         return None
     defined = scope.locals.get(node.name, bindings)
     if scope is not node.frame() or len(defined) == 1:
-        return _bindings_names(defined, node.name, depth, active)
+        return _scope_bindings_names(scope, node.name, defined, depth, active)
     reaching: list[nodes.NodeNG] = []
     for definition, _ in reaching_definitions(node.name, node):
         if definition is UNKNOWN:
@@ -143,6 +143,50 @@ def _name_names(node: nodes.Name, depth: int, active: frozenset[int]) -> _Names:
         if definition is not OUTER:  # OUTER: unbound on that path, a NameError rather than a call
             reaching.append(definition)
     return _bindings_names(reaching, node.name, depth, active)
+
+
+_SCOPE_BINDINGS: dict[tuple[nodes.LocalsDictNodeNG, str], tuple[_Names, list[nodes.NodeNG]]] = tree_cache()
+
+
+def _scope_bindings_names(scope: nodes.LocalsDictNodeNG, name: str, defined: list[nodes.NodeNG], depth: int,
+                          active: frozenset[int]) -> _Names:
+    """What every binding of ``name`` in ``scope`` stands for, the bindings that need no further resolution
+    (imports, ``name = None``, a ``def``) taken together once per scope and name.
+
+    A module that concatenates n layers imports ``torch_npu`` n times (and sets it to None n times in their
+    ``except ImportError``): without the shared part, each of its n uses would go through all n bindings.
+    The answer is the same: a binding of the shared part gives the same names at every depth under the
+    limit, so only the assignments of other values are resolved per use."""
+    if depth >= _MAX_DEPTH:
+        return _bindings_names(defined, name, depth, active)
+    key = (scope, name)
+    if key not in _SCOPE_BINDINGS:
+        shared = [binding for binding in defined if not _resolved_further(binding)]
+        others = [binding for binding in defined if _resolved_further(binding)]
+        _SCOPE_BINDINGS[key] = (_bindings_names(shared, name, depth, active), others)
+    shared_names, others = _SCOPE_BINDINGS[key]
+    if shared_names is None or not others:
+        return shared_names
+    found = _bindings_names(others, name, depth, active)
+    return None if found is None else shared_names | found
+
+
+def _resolved_further(binding: nodes.NodeNG) -> bool:
+    """The binding's names come from resolving another expression (an assigned value other than None)."""
+    value = _assigned_value(binding)
+    return value is not None and not (isinstance(value, nodes.Const) and value.value is None)
+
+
+def _assigned_value(binding: nodes.NodeNG) -> nodes.NodeNG | None:
+    """The value a name binding assigns (``name = value``, ``name: T = value``, ``(name := value)``)."""
+    if not isinstance(binding, nodes.AssignName):
+        return None
+    statement = binding.parent
+    if isinstance(statement, nodes.Assign) and any(target is binding for target in statement.targets):
+        return statement.value
+    if isinstance(statement, (nodes.AnnAssign, nodes.NamedExpr)):
+        return statement.value
+    return None
 
 
 def _bindings_names(bindings: list[nodes.NodeNG], name: str, depth: int, active: frozenset[int]) -> _Names:
@@ -170,13 +214,8 @@ def _binding_names(binding: nodes.NodeNG, name: str, depth: int, active: frozens
             if imported == "*" or (alias or imported) == name:
                 return frozenset({f"{binding.modname}.{name if imported == '*' else imported}"})
         return None
-    if isinstance(binding, nodes.AssignName):
-        statement = binding.parent
-        if isinstance(statement, nodes.Assign) and any(t is binding for t in statement.targets):
-            return _names(statement.value, depth + 1, active)
-        if isinstance(statement, (nodes.AnnAssign, nodes.NamedExpr)) and statement.value is not None:
-            return _names(statement.value, depth + 1, active)
-    return None
+    value = _assigned_value(binding)
+    return None if value is None else _names(value, depth + 1, active)
 
 
 def _call_names(call: nodes.Call, depth: int, active: frozenset[int]) -> _Names:
@@ -271,8 +310,10 @@ def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
     """The same-module function a call reaches: a module function by name, or ``self.method(...)``."""
     func = call.func
     if isinstance(func, nodes.Name):
+        if not _may_name_a_function(func):
+            return None
         _, bindings = lookup(func)
-        if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef):
+        if len(bindings) == 1 and isinstance(bindings[0], nodes.FunctionDef) and bindings[0].root() is func.root():
             return bindings[0]
         return None
     if isinstance(func, nodes.Attribute) and is_self(func.expr):
@@ -281,6 +322,26 @@ def called_function(call: nodes.Call) -> nodes.FunctionDef | None:
         if len(found) == 1 and isinstance(found[0], nodes.FunctionDef) and not is_property(found[0]):
             return found[0]
     return None
+
+
+_BINDS_A_FUNCTION: dict[tuple[nodes.LocalsDictNodeNG, str], bool] = tree_cache()
+
+
+def _may_name_a_function(name: nodes.Name) -> bool:
+    """Whether a scope of the module the name could be looked up in (its own, an enclosing one) binds it
+    with a ``def``: if none does, the lookup cannot find one, and is not made. A name used in a class body
+    is looked up in the module up to the class's line, and a module of n unrolled layers has n bindings of
+    ``field`` to compare with each such use."""
+    scope: nodes.LocalsDictNodeNG | None = name.scope()
+    while scope is not None:
+        key = (scope, name.name)
+        if key not in _BINDS_A_FUNCTION:
+            _BINDS_A_FUNCTION[key] = any(
+                isinstance(binding, nodes.FunctionDef) for binding in scope.locals.get(name.name, ()))
+        if _BINDS_A_FUNCTION[key]:
+            return True
+        scope = scope.parent.scope() if scope.parent is not None else None
+    return False
 
 
 _CLASS_VALUES: dict[tuple[nodes.ClassDef, str], list[nodes.NodeNG] | None] = tree_cache()
