@@ -263,8 +263,11 @@ def _getattr_names(call: nodes.Call, depth: int, active: frozenset[int]) -> _Nam
 def enclosing_class(node: nodes.NodeNG) -> nodes.ClassDef | None:
     """The class whose method contains ``node`` (directly, not in a nested function)."""
     function = node.frame()
-    if not isinstance(function, nodes.FunctionDef):
-        return None
+    return _defining_class(function) if isinstance(function, nodes.FunctionDef) else None
+
+
+def _defining_class(function: nodes.FunctionDef) -> nodes.ClassDef | None:
+    """The class whose body defines ``function`` (a method), or None."""
     parent = function.parent.frame() if function.parent is not None else None
     return parent if isinstance(parent, nodes.ClassDef) else None
 
@@ -286,7 +289,7 @@ def is_self(expr: nodes.NodeNG) -> bool:
 
 def _self_name(function: nodes.FunctionDef) -> str | None:
     """The name of the method's first parameter; None for a function that is not a method, or a static one."""
-    if function.parent is None or not isinstance(function.parent.frame(), nodes.ClassDef):
+    if _defining_class(function) is None:
         return None
     if function.decorators and any(
         isinstance(d, nodes.Name) and d.name == "staticmethod" for d in function.decorators.nodes

@@ -141,13 +141,17 @@ class _OwnTextBuilder(AstroidBuilder):
         super().__init__(MANAGER, apply_transforms=False)
         self.parsed = parsed
 
-    def _data_build(self, data: str, modname: str, path: str | None) -> tuple[nodes.Module, TreeRebuilder]:
-        """astroid's own steps after its ``ast.parse`` (the same in every astroid version kvlint supports),
-        from the tree already parsed."""
+    def _data_build(self, data: str, modname: str, path: str | None,
+                    **options: bool | None) -> tuple[nodes.Module, TreeRebuilder]:
+        """astroid's own steps after its ``ast.parse``, from the tree already parsed. ``options``: what this
+        astroid's ``string_build`` passes on: from astroid 4.4, ``is_stub`` (None: a ``.pyi`` path), which its
+        rebuilder takes too; older versions pass nothing and their rebuilder takes no such argument."""
         if self.parsed is None:
-            return super()._data_build(data, modname, path)
+            return super()._data_build(data, modname, path, **options)
         package = path is not None and os.path.splitext(os.path.basename(path))[0] == "__init__"
-        builder = _CallersTreeRebuilder(self._manager, data=data)
+        if "is_stub" in options and options["is_stub"] is None:
+            options["is_stub"] = path is not None and path.endswith(".pyi")
+        builder = _CallersTreeRebuilder(self._manager, data=data, **options)
         return builder.visit_module(self.parsed, modname, os.path.abspath(path) if path else "<?>", package), builder
 
     def delayed_assattr(self, node: nodes.AssignAttr) -> None:
