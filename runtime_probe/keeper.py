@@ -19,7 +19,15 @@
 A signal that arrives while the probe itself is at work on the main thread (a probed call in progress,
 locks held) must not wait for it: the handler then rewrites the last report it wrote, marked with the
 signal, instead of taking a new one. A signal that interrupts a write is handled once the write is done
-(a pool worker's final write, say, when ``terminate`` comes as it leaves).
+(a pool worker's final write, say, when ``terminate`` comes as it leaves), even when the write fails.
+
+CPython runs a Python handler on the main thread, between two bytecodes. A signal that lands as the main
+thread enters a blocking C call which does not return on it (a pool worker taking its queue's lock just as
+``terminate`` comes; a collective that never completes) would wait there for ever, where the default action
+ends the process at once. So where the probe's handler replaced the default action, a thread of the probe,
+woken through the signal module's wake-up file (``signal.set_wakeup_fd``, where the program uses none),
+ends the process itself when the main thread has not started the handler within ``SIGNAL_GRACE`` seconds:
+it writes the report marked with the signal, then restores the default action and sends the signal again.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from kvlint.runtime_probe.report import WriteError, summary, write_json
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
 WAIT_FOR_WRITER = 2.0
 """Seconds a signal handler, or the exit, waits for another thread's write to finish."""
+SIGNAL_GRACE = 1.0
+"""Seconds the main thread has to start the handler of an ending signal before the probe's watcher ends the
+process in its stead."""
 
 Snapshot = Callable[[bool], dict[str, Any]]
 """The process's report so far (``True``: taken at the normal exit)."""
@@ -78,6 +89,8 @@ class Keeper:
         """The current thread is inside a probed call (a signal handler must not take a snapshot)."""
         self.every = every
         self._previous: dict[int, Any] = {}
+        self._wakeup: tuple[int, int] | None = None
+        """The pipe the signal module writes each signal's number to, read by the watcher thread."""
         self.reset()
 
     def reset(self) -> None:
@@ -94,6 +107,19 @@ class Keeper:
         """A signal that arrived during this thread's write, handled once the write is done."""
         self._failed: WriteError | None = None
         """The last write failed (a full disk): the next failures are not announced again."""
+        self._handling = threading.Event()
+        """The main thread has started the handler of an ending signal."""
+
+    def after_fork_in_child(self) -> None:
+        """A forked child: a fresh start, and a watcher of its own (the parent's thread is not in the child,
+        and the child must not share the parent's wake-up pipe)."""
+        self.reset()
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(-1)
+            for end in self._wakeup:
+                os.close(end)
+            self._wakeup = None
+            self._start_watcher()
 
     # -- while the program runs -------------------------------------------------------------------------
     def after_call(self, step: int | None) -> None:
@@ -127,9 +153,9 @@ class Keeper:
         finally:
             self._writer = None
             self._lock.release()
-        pending, self._pending = self._pending, None
-        if pending is not None:  # a signal arrived during the write: it takes its course now
-            self._on_ending_signal(*pending)
+            pending, self._pending = self._pending, None
+            if pending is not None:  # a signal arrived during the write: it takes its course now, even if
+                self._on_ending_signal(*pending)  # the write failed
         return report
 
     def _deliver(self, report: dict[str, Any], path: Path, announce: bool) -> None:
@@ -164,12 +190,62 @@ class Keeper:
                 continue
             self._previous[number] = previous
             signal.signal(number, handler)
+        ending = [getattr(signal, name) for name in ENDING_SIGNALS if hasattr(signal, name)]
+        if self._wakeup is None and any(self._previous.get(number) is signal.SIG_DFL for number in ending):
+            self._start_watcher()
+
+    def _start_watcher(self) -> None:
+        """The thread that ends the process at an ending signal the main thread cannot handle (see the module's
+        docstring); not started where the program already has a wake-up file (asyncio's signal handlers)."""
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        try:
+            previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            previous = None
+        if previous != -1:
+            if previous is not None:
+                signal.set_wakeup_fd(previous)
+            os.close(read)
+            os.close(write)
+            return
+        self._wakeup = (read, write)
+        threading.Thread(target=self._watch, args=(read,), name="kvlint-probe-signals", daemon=True).start()
+
+    def _watch(self, read: int) -> None:
+        """Read the numbers of the signals received; at an ending signal whose default action the probe's
+        handler replaced, give the main thread ``SIGNAL_GRACE`` seconds to start that handler."""
+        while True:
+            try:
+                received = os.read(read, 64)
+            except OSError:
+                return
+            if not received:
+                return
+            for number in received:
+                if (self._previous.get(number) is signal.SIG_DFL and signal.getsignal(number) == self._on_ending_signal
+                        and not self._handling.wait(SIGNAL_GRACE)):
+                    self._end_in_place_of_the_main_thread(number)
+
+    def _end_in_place_of_the_main_thread(self, number: int) -> None:
+        name = signal.Signals(number).name
+        self.interrupted = name
+        try:
+            try:
+                report = self.write(final=False, wait=WAIT_FOR_WRITER)
+            except Exception:  # noqa: BLE001 - the main thread may be changing the state: the last report
+                report = self._rewrite_last(name)
+            self._announce(report, name)
+        except Exception as exc:  # noqa: BLE001 - the signal must still take its course
+            print(f"kvlint: probe could not write its report at {name}: {exc!r}", file=sys.stderr)
+        _end_by_default_action(number)
 
     def _on_interrupt(self, number: int, frame: FrameType | None) -> Any:
         self.interrupted = signal.Signals(number).name
         return self._previous[number](number, frame)
 
     def _on_ending_signal(self, number: int, frame: FrameType | None) -> Any:
+        self._handling.set()
         if self._writer == threading.get_ident():  # this thread's write was interrupted: let it finish first
             self._pending = (number, frame)
             return None
@@ -189,6 +265,10 @@ class Keeper:
     def _write_at_signal(self, name: str) -> None:
         """The report as it stands, or, when this thread is inside the probe, the last one written, marked."""
         report = self._rewrite_last(name) if self._busy() else self.write(final=False, wait=WAIT_FOR_WRITER)
+        self._announce(report, name)
+
+    def _announce(self, report: dict[str, Any] | None, name: str) -> None:
+        """The summary of the report written at signal ``name``, on stderr."""
         if report is not None and (report["sites"] or self._target() is not None):
             print(summary(report), file=sys.stderr)
             print(f"kvlint probe: stopped by {name}; the report holds the calls up to then and is marked "
@@ -206,3 +286,17 @@ class Keeper:
         finally:
             self._writer = None
             self._lock.release()
+
+
+def _end_by_default_action(number: int) -> None:
+    """End the process by signal ``number``'s default action, from a thread other than the main one, where
+    ``signal.signal`` cannot be called: libc's ``signal`` can. SIGKILL if that fails."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).signal(number, 0)  # SIG_DFL
+        os.kill(os.getpid(), number)
+        time.sleep(WAIT_FOR_WRITER)  # the signal is delivered to a thread that does not block it
+    except Exception:  # noqa: BLE001 - the process must end all the same
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)

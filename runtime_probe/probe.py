@@ -248,7 +248,7 @@ class Probe:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._finished = None
-        self.keeper.reset()
+        self.keeper.after_fork_in_child()
         self._dumped, self._recent_writes = set(), {}
         multiprocessing_util = sys.modules.get("multiprocessing.util")
         if multiprocessing_util is not None:  # a multiprocessing child leaves through os._exit, not atexit

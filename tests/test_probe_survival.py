@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,50 @@ def test_a_signal_inside_a_probed_call_leaves_the_report_of_the_last_write(tmp_p
     assert done.returncode == -signal.SIGTERM, done.stderr
     report = report_of(tmp_path)
     assert (report["complete"], report["interrupted"], report["process"]["operator_calls"]) == (False, "SIGTERM", 3)
+
+
+STUCK_IN_A_C_CALL = """
+import signal, threading
+import torch_npu
+from tests.probe_fixtures import user_calls
+user_calls.bad_mask_missing(torch_npu)
+# What a pool worker meets when terminate() comes as it starts waiting for its queue's lock: the signal is
+# received, but the main thread is in a C call it does not interrupt, and never runs the handler.
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+print("waiting", flush=True)
+threading.Event().wait()
+"""
+
+
+def main_thread_waits(pid: int) -> None:
+    """Return once the process's main thread sleeps (Linux's /proc), in the wait the script ends with: a signal
+    sent before, while it still runs bytecode, would be handled by it."""
+    for _ in range(1000):
+        if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "S":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid}'s main thread never waited")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads whether a thread sleeps in /proc")
+def test_a_signal_the_main_thread_cannot_handle_still_ends_the_process_with_its_report(tmp_path):
+    """Without the probe, SIGTERM's default action would end the process at once; with it, the process ends
+    too (status -15), within the probe's grace, and its report says so."""
+    path = tmp_path / "run.py"
+    path.write_text(STUCK_IN_A_C_CALL)
+    process = subprocess.Popen([sys.executable, "-m", "kvlint.runtime_probe", str(path)], cwd=ROOT,
+                               env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "waiting\n"
+        main_thread_waits(process.pid)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGTERM, stderr
+    assert "stopped by SIGTERM" in stderr
+    report = report_of(tmp_path)
+    assert (report["complete"], report["interrupted"], report["process"]["operator_calls"]) == (False, "SIGTERM", 1)
 
 
 CHAINED = """
