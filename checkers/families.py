@@ -48,6 +48,7 @@ from kvlint.frontends.config import (
     parse_time_limit,
     parse_wrappers,
 )
+from kvlint.frontends.heap import collector_paused
 from kvlint.frontends.suppression import read_suppressions, warn_about
 
 
@@ -71,7 +72,8 @@ def module_findings(module: nodes.Module, settings: Settings = DEFAULT_SETTINGS)
             findings: list[Finding] = []
         else:
             try:
-                findings = analyze(module, module.file or module.name, settings)
+                with collector_paused():
+                    findings = analyze(module, module.file or module.name, settings)
             except RecursionError:
                 findings = [Unanalysable(module.file or module.name).finding()]
             except Unanalysable as skipped:
