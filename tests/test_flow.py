@@ -84,6 +84,59 @@ def test_negated_conditions_share_a_key() -> None:
     assert [v.is_none for v in _values(mask)] == [False]
 
 
+def test_the_guards_between_a_binding_and_its_use_each_constrain_the_path() -> None:
+    """Unrolled code puts a guard that returns every few calls: the search passes all the guards between a
+    binding and the use in one step, with the same paths as one guard at a time."""
+    (mask,) = _returned("""
+        def f(is_prefill, done_a, done_b, template):
+            mask = template if is_prefill else None
+            if done_a:
+                return None
+            if not is_prefill:
+                return None
+            if done_b:
+                return None
+            return mask
+    """)
+    [(definition, path)] = reaching_definitions("mask", mask)
+    assert definition.name == "mask" and len(path.choices) == 3
+    assert [v.is_none for v in _values(mask)] == [False]
+
+
+def test_a_guard_that_leaves_on_the_branch_the_use_is_in_leaves_no_path() -> None:
+    module = _module("""
+        def f(flag, other, x):
+            mask = x
+            if flag:
+                return None
+            if other:
+                return None
+            if flag:
+                return mask
+            return None
+    """)
+    use = next(r.value for r in module.nodes_of_class(nodes.Return) if isinstance(r.value, nodes.Name))
+    assert reaching_definitions("mask", use) == []
+
+
+def test_two_guards_on_one_condition_are_passed_one_by_one() -> None:
+    (mask,) = _returned("""
+        def f(c, d, x):
+            mask = x
+            if c:
+                return None
+            if d:
+                return None
+            if not c:
+                pass
+            else:
+                return None
+            return mask
+    """)
+    [(definition, path)] = reaching_definitions("mask", mask)
+    assert definition.name == "mask" and len(path.choices) == 2
+
+
 def test_loops_and_parameters() -> None:
     (a, b) = _returned("""
         def f(items, p):

@@ -85,6 +85,14 @@ class Path:
                 return None
         return merged
 
+    def passing(self, choices: Mapping[Key, bool]) -> Path | None:
+        """This path extended by several choices at once, or None when it took the other branch of one. Only
+        for choices that no caller's arguments decide: the path came through no ``Caller`` of their frame."""
+        for key in choices.keys() & self._taken.keys():
+            if choices[key] != self._taken[key]:
+                return None
+        return Path(self.choices.union(choices.items()))
+
 
 EMPTY = Path()
 
@@ -241,6 +249,12 @@ class _Block:
     """Name -> the positions of the statements that bind it, ascending."""
     guards: list[int]
     """Positions of the ``if`` statements with a branch that always leaves (they constrain every path)."""
+    passes: list[tuple[Key, bool]] | None
+    """The choice a path makes to get past each guard (the branch that does not leave), in the order of
+    ``guards``; None when a path must pass the guards one by one: a guard leaves on both branches, two guards
+    test one condition, or a guard's condition belongs to another frame."""
+    frame: nodes.NodeNG | None
+    """The frame of the guards' conditions."""
 
     def previous(self, name: str, end: int) -> int | None:
         """The last position before ``end`` whose statement the search for ``name`` has to look at."""
@@ -250,6 +264,24 @@ class _Block:
             if before:
                 candidates.append(positions[before - 1])
         return max(candidates, default=None)
+
+    def pass_guards(self, name: str, end: int, path: Path) -> tuple[int | None, Path | None] | None:
+        """Past every guard between ``end`` and the last statement before it that binds ``name``, in one step:
+        that statement's position (None: nothing before ``end`` binds the name) and ``path`` with the guards'
+        choices (None when a guard leaves on the branch the path took). A search from each of k guarded
+        sections of a function passed the guards before it one at a time: k * k / 2 steps in all.
+        None when the guards must be passed one by one (``passes``), or when the path came through a caller
+        of this frame, whose arguments may decide a guard (``Caller.correlate``)."""
+        positions = self.binders.get(name, ())
+        before = bisect.bisect_left(positions, end)
+        binder = positions[before - 1] if before else None
+        low = 0 if binder is None else bisect.bisect_right(self.guards, binder)
+        high = bisect.bisect_left(self.guards, end)
+        if low == high:
+            return binder, path
+        if self.passes is None or isinstance(path.taken((self.frame, CALLER)), Caller):
+            return None
+        return binder, path.passing(dict(self.passes[low:high]))
 
 
 _BLOCKS: dict[tuple[nodes.NodeNG, tuple[str, ...]], _Block] = tree_cache()
@@ -270,8 +302,20 @@ def _block(owner: nodes.NodeNG, fields: tuple[str, ...]) -> _Block:
                 binders.setdefault(bound, []).append(position)
             if isinstance(statement, nodes.If) and (terminates(statement.body) or terminates(statement.orelse)):
                 guards.append(position)
-        _BLOCKS[key] = _Block(statements, binders, guards)
+        passes = [_guard_pass(statements[position]) for position in guards]
+        frames = {choice[0][0] for choice in passes if choice is not None}
+        one_by_one = None in passes or len(frames) > 1 or len({choice[0] for choice in passes}) < len(passes)
+        _BLOCKS[key] = _Block(statements, binders, guards, None if one_by_one else passes,
+                              frames.pop() if len(frames) == 1 else None)
     return _BLOCKS[key]
+
+
+def _guard_pass(guard: nodes.If) -> tuple[Key, bool] | None:
+    """The choice of the branch of a guard that does not leave; None when both branches leave."""
+    if terminates(guard.body) and terminates(guard.orelse):
+        return None
+    key, polarity = condition(guard.test)
+    return key, (not polarity) if terminates(guard.body) else polarity
 
 
 def _position(statement: nodes.NodeNG) -> tuple[nodes.NodeNG | None, tuple[str, ...], int]:
@@ -305,7 +349,14 @@ def _scan(name: str, owner: nodes.NodeNG, fields: tuple[str, ...], end: int, pat
             found.extend(_SCANS[key])
             break
         states.append((key, len(found)))
-        position = block.previous(name, position)
+        passed = block.pass_guards(name, position, current)
+        if passed is None:
+            position = block.previous(name, position)
+        else:
+            position, after_guards = passed
+            if after_guards is None:
+                break
+            current = after_guards
         if position is None:
             found.append((_NOT_FOUND, current))
             break
