@@ -410,11 +410,27 @@ def _reshaped(call: nodes.Call, path: Path,
     args = call.args
     if len(args) == 1 and isinstance(args[0], (nodes.Tuple, nodes.List)):
         args = args[0].elts
+    elif len(args) == 1 and not _one_size(args[0], path, context):
+        return None, None
     if not args or any(isinstance(a, nodes.Starred) for a in args):
         return None, None
     dims = tuple(_dimension(a, path, context) for a in args)
     named = roles([None if int_constant(a) is not None else _source_text(a, context) for a in args])
     return tuple(None if d == -1 else d for d in dims), named
+
+
+def _one_size(expr: nodes.NodeNG, path: Path, context: Context) -> bool:
+    """Whether the single argument of ``view`` / ``reshape`` is one size (a 1-D result): an integer, a product
+    or quotient (``b * s``), one axis's size (``x.size(0)``, ``x.shape[0]``, ``x.numel()``). A name or a sum
+    may hold the whole shape (``new_shape = x.size()[:-1] + (heads, dim)``): the rank is then unknown."""
+    if isinstance(expr, nodes.BinOp) and expr.op in ("*", "//"):
+        return True
+    if isinstance(expr, nodes.Call) and isinstance(expr.func, nodes.Attribute):
+        return (expr.func.attrname == "size" and len(expr.args) == 1) or (
+            expr.func.attrname == "numel" and not expr.args)
+    if isinstance(expr, nodes.Subscript) and isinstance(expr.value, nodes.Attribute):
+        return expr.value.attrname == "shape" and not isinstance(expr.slice, nodes.Slice)
+    return isinstance(_dimension(expr, path, context), int)
 
 
 def _planned(value: Value, planned: tuple[Plan, bool] | None) -> Value:
