@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlint.analysis.refusals import compiler_may_refuse
-from kvlint.checks.engine import build_tree, lint_source
+from kvlint.checks.building import build_tree
+from kvlint.checks.engine import lint_source
 from tests.test_properties import PROFILE
 
 

@@ -15,7 +15,8 @@ import pytest
 from astroid import nodes
 
 from kvlint.analysis.walk import nodes_of
-from kvlint.checks.engine import build_tree, lint_source
+from kvlint.checks.building import build_tree
+from kvlint.checks.engine import lint_source
 from tests.fixture_files import fixture_files
 
 FLAGGED = [path for path in fixture_files() if path.name.startswith("flagged_") and path.parent.name != "KVL000"]

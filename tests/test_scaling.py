@@ -9,7 +9,8 @@ from astroid import nodes
 from kvlint.analysis import flow
 from kvlint.analysis.memo import forget
 from kvlint.analysis.walk import nodes_of
-from kvlint.checks.engine import build_tree, lint_source
+from kvlint.checks.building import build_tree
+from kvlint.checks.engine import lint_source
 
 
 def _uses_after_statements(count: int) -> str:
@@ -105,7 +106,7 @@ def test_an_outline_keeps_the_statements_that_hold_findings_and_binds_the_other_
     """libcst reads, for the ``[*]`` marks, the module's imports and other statements word for word, the
     function that holds the finding (its decorator included) and the one that declares a global, and a
     one-line binding for each other function; the finding's lines are mapped to where they went."""
-    from kvlint.checks.engine import build_tree
+    from kvlint.checks.building import build_tree
     from kvlint.fix.planner import outline
 
     source = _module_of_functions(4, fixable_in=2) + "\n\ndef setter():\n    global torch\n    torch = None\n"

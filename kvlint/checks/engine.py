@@ -3,20 +3,16 @@
 pylint hands ``analyze`` its own astroid tree; flake8 and the CLI call ``lint_source``, which first applies
 a cheap text gate (files that mention no operator and none of the words the rules key on are skipped
 before parsing), then parses the file once and hands the ``ast`` tree to astroid, which would otherwise parse
-the text a second time (flake8 hands over the tree it parsed). The tree is compiled too, where it holds
-something CPython's compiler might refuse (``kvlint.analysis.refusals``): its refusals are KVL000.
+the text a second time (flake8 hands over the tree it parsed; how the tree is built: ``kvlint.checks.building``).
+The tree is compiled too, where it holds something CPython's compiler might refuse
+(``kvlint.analysis.refusals``): its refusals are KVL000.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
-import os
-from typing import TypeVar
 
-from astroid import MANAGER, nodes
-from astroid.builder import AstroidBuilder
-from astroid.rebuilder import TreeRebuilder
+from astroid import nodes
 
 from kvlint.analysis.callsite import call_site
 from kvlint.analysis.finding import Finding, Issue
@@ -25,6 +21,7 @@ from kvlint.analysis.refusals import compiler_may_refuse
 from kvlint.analysis.settings import DEFAULT_SETTINGS, Settings, may_have_findings
 from kvlint.analysis.walk import nodes_of
 from kvlint.checks import CALL_CHECKS, MODULE_CHECKS
+from kvlint.checks.building import build_tree
 from kvlint.checks.limits import LimitExceeded, Meter
 from kvlint.checks.signature import alias_issue
 
@@ -112,60 +109,6 @@ def refused(path: str, error: BaseException, context: str = "") -> Finding:
     else:
         line, column, reason = 1, 0, f"{type(error).__name__}: {error}"
     return syntax_error(path, line, column, f"{context}: {reason}" if context else reason)
-
-
-_Documented = TypeVar("_Documented", ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-class _CallersTreeRebuilder(TreeRebuilder):
-    """astroid's rebuilder, leaving the ``ast`` tree it reads as it was. astroid takes each docstring out of
-    its node's body, and here the tree is the caller's: flake8's, which its other plugins read after kvlint,
-    and the engine's own, which it compiles after the build (a function whose body is its docstring would
-    then have none: ``ValueError: empty body on FunctionDef``)."""
-
-    def _get_doc(self, node: _Documented) -> tuple[_Documented, ast.Constant | None]:
-        """astroid's own (a private method, the same in astroid 3.0 to 4.x), on a copy of the node."""
-        return super()._get_doc(copy.copy(node))
-
-
-class _OwnTextBuilder(AstroidBuilder):
-    """Builds a file's tree from the file alone, from its ``ast`` tree when it is already parsed.
-
-    After parsing, astroid infers the object of every attribute assignment (``config.flag = 1``) to record
-    the attribute on it, and inferring an imported name builds that module from disk, then its imports:
-    seconds per file in a tree like torch's. The engine resolves names from the file's text, so only
-    attributes set on the file's own classes are recorded (as in the tree pylint hands to ``analyze``).
-    """
-
-    def __init__(self, parsed: ast.Module | None) -> None:
-        super().__init__(MANAGER, apply_transforms=False)
-        self.parsed = parsed
-
-    def _data_build(self, data: str, modname: str, path: str | None,
-                    **options: bool | None) -> tuple[nodes.Module, TreeRebuilder]:
-        """astroid's own steps after its ``ast.parse``, from the tree already parsed. ``options``: what this
-        astroid's ``string_build`` passes on: from astroid 4.4, ``is_stub`` (None: a ``.pyi`` path), which its
-        rebuilder takes too; older versions pass nothing and their rebuilder takes no such argument."""
-        if self.parsed is None:
-            return super()._data_build(data, modname, path, **options)
-        package = path is not None and os.path.splitext(os.path.basename(path))[0] == "__init__"
-        if "is_stub" in options and options["is_stub"] is None:
-            options["is_stub"] = path is not None and path.endswith(".pyi")
-        builder = _CallersTreeRebuilder(self._manager, data=data, **options)
-        return builder.visit_module(self.parsed, modname, os.path.abspath(path) if path else "<?>", package), builder
-
-    def delayed_assattr(self, node: nodes.AssignAttr) -> None:
-        if isinstance(node.expr, nodes.Name):
-            _, bindings = node.expr.lookup(node.expr.name)
-            if bindings and all(isinstance(binding, nodes.ClassDef) for binding in bindings):
-                super().delayed_assattr(node)
-
-
-def build_tree(source: str, path: str, parsed: ast.Module | None = None) -> nodes.Module:
-    """The file's astroid tree as the engine builds it, from the file alone (raises astroid's
-    ``AstroidSyntaxError`` on a file that does not parse).
-    ``parsed``: ``ast.parse(source)``, when the caller has it (astroid then does not parse the text again)."""
-    return _OwnTextBuilder(parsed).string_build(source, path=path)
 
 
 def lint_source(source: str, path: str, settings: Settings = DEFAULT_SETTINGS,

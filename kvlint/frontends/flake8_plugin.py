@@ -126,7 +126,7 @@ class Plugin:
         cls.honour_noqa = not getattr(options, "disable_noqa", False)
         cls.analyses = reports_any_kvlint_code(options)
         if cls.analyses:  # before flake8 starts its workers, so that they share the engine and astroid's bootstrap
-            from kvlint.checks.engine import build_tree
+            from kvlint.checks.building import build_tree
             from kvlint.frontends.heap import freeze_astroid_bootstrap
 
             build_tree("", "bootstrap.py")
