@@ -14,7 +14,7 @@ import gc
 import pytest
 from astroid import nodes
 
-from kvlint.analysis.walk import nodes_of
+from kvlint.analysis.walk import nodes_of, nodes_outside
 from kvlint.checks.building import build_tree
 from kvlint.checks.engine import lint_source
 from tests.fixture_files import fixture_files
@@ -43,15 +43,20 @@ def test_linting_more_files_keeps_no_more_trees() -> None:
 @pytest.mark.parametrize("path", FLAGGED[::4], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_walk_answers_what_astroid_does(path) -> None:
     """Same nodes, same order, for the whole module and for every function and class below it, with and
-    without the classes a walk must not enter, for one class, several, and classes with subclasses."""
+    without the classes a walk must not enter, for one class, several, and classes with subclasses; so do the
+    questions answered without a scan (``nodes_outside``), nested skipped classes included."""
     module = build_tree(path.read_bytes().decode("utf-8", "replace"), str(path))
     questions = [(nodes.Call, None), ((nodes.Name, nodes.Attribute), None), (nodes.Assign, None),
                  (nodes.FunctionDef, None), (nodes.LocalsDictNodeNG, None),  # classes with subclasses
-                 (nodes.Return, (nodes.FunctionDef, nodes.Lambda)), ((nodes.If, nodes.IfExp), (nodes.ClassDef,))]
+                 (nodes.Return, (nodes.FunctionDef, nodes.Lambda)), ((nodes.If, nodes.IfExp), (nodes.ClassDef,)),
+                 ((nodes.AssignName, nodes.Expr), (nodes.FunctionDef, nodes.Lambda, nodes.ListComp, nodes.If)),
+                 ((nodes.FunctionDef, nodes.Call), (nodes.FunctionDef,))]  # a skipped node is not counted
     for root in [module, *module.nodes_of_class((nodes.FunctionDef, nodes.ClassDef, nodes.If))]:
         for classes, skip in questions:
-            assert [id(n) for n in nodes_of(root, classes, skip)] == [
-                id(n) for n in root.nodes_of_class(classes, skip)]
+            expected = [id(n) for n in root.nodes_of_class(classes, skip)]
+            assert [id(n) for n in nodes_of(root, classes, skip)] == expected
+            if skip is not None:
+                assert [id(n) for n in nodes_outside(root, classes, skip)] == expected
 
 
 def test_the_front_ends_let_astroid_forget_each_file(tmp_path) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from astroid import nodes
 
 from kvlint.analysis.memo import tree_cache
-from kvlint.analysis.walk import nodes_of
+from kvlint.analysis.walk import nodes_of, nodes_outside
 
 Key = tuple[nodes.NodeNG, str]
 """A branch condition: its frame and its source text."""
@@ -508,23 +508,24 @@ def target_name(target: nodes.NodeNG) -> str | None:
     return None
 
 
+_BINDERS = (nodes.AssignName, nodes.AssignAttr, nodes.Import, nodes.ImportFrom, nodes.Expr, nodes.Assign,
+            nodes.AugAssign)
+"""The nodes that may bind a name in their scope: targets, imports, and the statements ``mutated_name`` reads."""
+
+
 def _walk_bindings(statement: nodes.NodeNG) -> Iterator[str]:
-    stack = [statement]
-    while stack:
-        node = stack.pop()
+    if isinstance(statement, (nodes.FunctionDef, nodes.ClassDef)):
+        yield statement.name
+        return
+    for node in nodes_outside(statement, _BINDERS, _SCOPES):
         mutated = mutated_name(node)
         if mutated is not None:
             yield mutated
-        if isinstance(node, (nodes.FunctionDef, nodes.ClassDef)):
-            yield node.name
-            continue
         if isinstance(node, (nodes.Import, nodes.ImportFrom)):
             for imported, alias in node.names:
                 yield (alias or imported).split(".")[0]
-            continue
-        if isinstance(node, (nodes.AssignName, nodes.AssignAttr)) and target_name(node) is not None:
+        elif isinstance(node, (nodes.AssignName, nodes.AssignAttr)) and target_name(node) is not None:
             yield target_name(node)
-        stack.extend(child for child in node.get_children() if not isinstance(child, _SCOPES))
 
 
 def _names_in(target: nodes.NodeNG) -> frozenset[str]:

@@ -34,6 +34,8 @@ class _Preorder:
     """Answers given: (position, classes, skip) -> the nodes. The rules ask the same frame the same question
     once per call site in it, and a frame of n calls must not cost n walks of it."""
     named: dict[tuple[int, _Classes], dict[str, list[nodes.NodeNG]]] = field(default_factory=dict)
+    kinds: dict[_Classes, list[list[int]]] = field(default_factory=dict)
+    """Classes asked for -> the position lists of the node classes present that match them."""
 
 
 _PREORDER: dict[nodes.Module, _Preorder] = tree_cache()
@@ -85,6 +87,47 @@ def nodes_of(node: nodes.NodeNG, classes: _Classes, skip: _Classes | None = None
     return index.found[key]
 
 
+def nodes_outside(node: nodes.NodeNG, classes: _Classes, skip: _Classes) -> list[nodes.NodeNG]:
+    """``nodes_of(node, classes, skip)``, answered from the positions of those classes without scanning the
+    subtree, and not remembered: for questions asked once per node (the names each statement binds), where a
+    scan of every compound statement, then of each statement inside it, cost a walk per level of nesting."""
+    module = node.root()
+    index = _preorder(module) if isinstance(module, nodes.Module) else None
+    start = index.at.get(id(node)) if index is not None else None
+    if start is None or index.nodes[start] is not node:
+        return list(node.nodes_of_class(classes, skip))
+    end = index.ends[start]
+    found = _positions_inside(index, classes, start, end)
+    ranges: list[tuple[int, int]] = []  # the subtrees of the skipped nodes below ``node``, outermost only
+    for position in _positions_inside(index, skip, start + 1, end):
+        if not ranges or position >= ranges[-1][1]:
+            ranges.append((position, index.ends[position]))
+    kept, at = [], 0
+    for position in found:
+        while at < len(ranges) and ranges[at][1] <= position:
+            at += 1
+        if at == len(ranges) or position < ranges[at][0]:
+            kept.append(index.nodes[position])
+    return kept
+
+
+def _positions_inside(index: _Preorder, classes: _Classes, start: int, end: int) -> list[int]:
+    """The positions in ``[start, end)`` of the nodes of ``classes``, ascending."""
+    inside = [positions[bisect_left(positions, start):bisect_left(positions, end)]
+              for positions in _positions_of(index, classes)]
+    inside = [part for part in inside if part]
+    if len(inside) <= 1:
+        return inside[0] if inside else []
+    return sorted(p for part in inside for p in part)
+
+
+def _positions_of(index: _Preorder, classes: _Classes) -> list[list[int]]:
+    """The position lists of the node classes present that are ``classes`` or subclasses of them."""
+    if classes not in index.kinds:
+        index.kinds[classes] = [positions for kind, positions in index.positions.items() if issubclass(kind, classes)]
+    return index.kinds[classes]
+
+
 def nodes_named(node: nodes.NodeNG, classes: _Classes, name: str) -> list[nodes.NodeNG]:
     """The nodes of ``nodes_of(node, classes)`` whose ``name`` is ``name`` (``Name``, ``AssignName``...), in
     that order, from one index per node and classes."""
@@ -103,11 +146,7 @@ def nodes_named(node: nodes.NodeNG, classes: _Classes, name: str) -> list[nodes.
 
 def _collect(index: _Preorder, start: int, classes: _Classes, skip: _Classes | None) -> list[nodes.NodeNG]:
     if skip is None:
-        end = index.ends[start]
-        inside = [positions[bisect_left(positions, start):bisect_left(positions, end)]
-                  for kind, positions in index.positions.items() if issubclass(kind, classes)]
-        picked = inside[0] if len(inside) == 1 else sorted(p for part in inside for p in part)
-        return [index.nodes[p] for p in picked]
+        return [index.nodes[p] for p in _positions_inside(index, classes, start, index.ends[start])]
     node = index.nodes[start]
     found = [node] if isinstance(node, classes) else []
     position, end = start + 1, index.ends[start]
