@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     listing.write_text("\n".join(files) + "\n", encoding="utf-8")
     (scratch / "empty").mkdir()
     home = tempfile.mkdtemp(prefix="kvlint-pylinthome-")
-    env = {**os.environ, "PYLINTHOME": home, "PYLINTRC": os.path.join(home, "none")}
+    env = harness.timed_environment(PYLINTHOME=home, PYLINTRC=os.path.join(home, "none"))
     py = harness.python()
     flake8 = ["--format=%(path)s:%(row)d:%(col)d: %(code)s", package.name]
     pylint = ["--score=n", "--jobs=1", package.name]

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     package, summary = corpus.ensure(args.corpus)
     py = harness.python()
     home = tempfile.mkdtemp(prefix="kvlint-pylinthome-")
-    env = {**os.environ, "PYLINTHOME": home, "PYLINTRC": os.path.join(home, "none")}
+    env = harness.timed_environment(PYLINTHOME=home, PYLINTRC=os.path.join(home, "none"))
     common = ["--score=n", "--jobs=1", package.name]
     commands = {
         "pylint": [py, "-m", "pylint", *common],

@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     dest = Path(args.dest) if args.dest else Path(tempfile.mkdtemp(prefix="kvlint-scaling-"))
     dest.mkdir(parents=True, exist_ok=True)
     home = tempfile.mkdtemp(prefix="kvlint-pylinthome-")
-    env = {**os.environ, "PYLINTHOME": home, "PYLINTRC": os.path.join(home, "none")}
+    env = harness.timed_environment(PYLINTHOME=home, PYLINTRC=os.path.join(home, "none"))
     py = harness.python()
 
     files: dict[tuple[str, int], Path] = {}
