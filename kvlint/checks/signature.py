@@ -153,6 +153,8 @@ def check_unknown_operator(module: nodes.Module, settings: Settings) -> Iterator
     mounted at run time, and code that tests for the name or handles its absence is left alone."""
     spelled: frozenset[str] | None = None
     for node in nodes_of(module, (nodes.Attribute, nodes.ImportFrom)):
+        if isinstance(node, nodes.Attribute) and not OPERATOR_LIKE.match(node.attrname):
+            continue  # nearly every attribute of a module, passed over without a generator each
         for name, namespace in _operator_references(node):
             spelled = _strings_and_assigned_attributes(module) if spelled is None else spelled
             if name in spelled or _handles_absence(node):
@@ -163,15 +165,14 @@ def check_unknown_operator(module: nodes.Module, settings: Settings) -> Iterator
 
 
 def _operator_references(node: nodes.NodeNG) -> Iterator[tuple[str, str]]:
-    """(name, namespace) for an operator-like name looked up on an operator namespace that lacks it, when
-    every alternative of the receiver is such a namespace."""
+    """(name, namespace) for an operator-like name (an ``OPERATOR_LIKE`` attribute, or one imported from
+    torch_npu) looked up on an operator namespace that lacks it, when every alternative of the receiver is
+    such a namespace."""
     if isinstance(node, nodes.ImportFrom):
         if node.modname == "torch_npu" and not node.level:
             for imported, _ in node.names:
                 if OPERATOR_LIKE.match(imported) and imported not in _EXISTS["torch_npu"]:
                     yield imported, "torch_npu"
-        return
-    if not OPERATOR_LIKE.match(node.attrname):
         return
     receivers = qualified_names(node.expr)
     namespaces = sorted(receivers - {NONE}) if receivers is not None else []
