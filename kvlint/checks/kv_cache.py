@@ -21,7 +21,7 @@ from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.query_length import SEVERAL, query_lengths
 from kvlint.analysis.settings import Settings
 from kvlint.analysis.shape_tests import computes_no_numbers
-from kvlint.analysis.walk import nodes_named, nodes_of
+from kvlint.analysis.walk import nodes_named, nodes_of, nodes_outside
 from kvlint.catalogue.operators import (
     IFA,
     IN_PLACE_FORM,
@@ -281,15 +281,6 @@ def forward_path(cls: nodes.ClassDef) -> list[nodes.FunctionDef]:
     return found
 
 
-def _walk(function: nodes.FunctionDef) -> Iterator[nodes.NodeNG]:
-    """The nodes of a function body, nested functions and classes aside."""
-    stack = [child for child in function.get_children() if not isinstance(child, _SCOPES)]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(child for child in node.get_children() if not isinstance(child, _SCOPES))
-
-
 class _Tracked:
     """Which expressions stand for the runner's length variable inside one method."""
 
@@ -345,8 +336,8 @@ def _parameter_only_augmented(name: nodes.Name | nodes.AssignName) -> bool:
     function = name.frame()
     if not isinstance(function, nodes.FunctionDef) or name.name not in function.argnames():
         return False
-    return all(isinstance(n.parent, nodes.AugAssign) for n in _walk(function)
-               if isinstance(n, nodes.AssignName) and n.name == name.name and not isinstance(n.parent, nodes.Arguments))
+    return all(isinstance(n.parent, nodes.AugAssign) for n in nodes_outside(function, nodes.AssignName, _SCOPES)
+               if n.name == name.name and not isinstance(n.parent, nodes.Arguments))
 
 
 def _derived_from_itself(target: nodes.NodeNG, value: nodes.NodeNG) -> bool:
@@ -359,7 +350,7 @@ def _derived_from_itself(target: nodes.NodeNG, value: nodes.NodeNG) -> bool:
 
 def _mutations(method: nodes.FunctionDef, tracked: _Tracked) -> Iterator[tuple[nodes.NodeNG, str, str]]:
     """(node, tracked name, how) for each mutation of a tracked name in the method."""
-    for node in _walk(method):
+    for node in nodes_outside(method, (nodes.AugAssign, nodes.Assign, nodes.Call), _SCOPES):
         if isinstance(node, nodes.AugAssign):
             name = tracked.name_of(node.target)
             if name is not None:
