@@ -20,6 +20,7 @@ would give.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 from dataclasses import dataclass, field, replace
 
 from astroid import nodes
@@ -97,9 +98,9 @@ class Context:
         return None
 
 
-@dataclass(frozen=True)
-class _Remembered:
-    """What ``values`` found for an expression, and what a fresh evaluation of it would meet again."""
+class _Remembered(NamedTuple):
+    """What ``values`` found for an expression, and what a fresh evaluation of it would meet again (a named
+    tuple: one is made for most steps of an evaluation)."""
 
     alts: tuple[Alt, ...]
     bindings: tuple[object, ...]
@@ -148,7 +149,7 @@ def values(expr: nodes.NodeNG | None, path: Path, context: Context) -> list[Alt]
         found = handler(expr, path, context.entering(expr)) if handler else [Alt(UNKNOWN_VALUE, path)]
     finally:
         trace.open.pop()
-    unique = list(dict.fromkeys(found))
+    unique = found if len(found) < 2 else list(dict.fromkeys(found))  # most expressions have one alternative
     if len(unique) > MAX_ALTERNATIVES:
         unique = [Alt(UNKNOWN_VALUE, path)]
     if not visit.cut and visit.visited is not None and all(alt.value.items is None for alt in unique):
