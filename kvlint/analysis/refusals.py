@@ -137,7 +137,9 @@ def _bad_starred(node: nodes.Starred) -> bool:
 
 
 def _repeats_a_keyword(node: nodes.Call | nodes.ClassDef) -> bool:
-    names = [keyword.arg for keyword in node.keywords or () if keyword.arg is not None]
+    if len(node.keywords or ()) < 2:
+        return False  # most calls: asked of every call of the module
+    names = [keyword.arg for keyword in node.keywords if keyword.arg is not None]
     return len(names) != len(set(names))
 
 
