@@ -162,5 +162,3 @@ def test_a_remembered_value_is_not_used_inside_the_evaluation_of_an_expression_i
 def test_a_remembered_value_is_used_only_with_the_arguments_it_was_found_with() -> None:
     bound = ((None, {}),)
     assert not _remembered().holds_in(Context(HANDLERS, bindings=bound), steps_before=0)
-
-

@@ -62,7 +62,8 @@ def describe(module: nodes.Module) -> list[tuple[object, ...]]:
     index = {id(node): position for position, node in enumerate(order)}
 
     def positions(bindings: dict[str, list[nodes.NodeNG]]) -> tuple[object, ...]:
-        return tuple(sorted((name, tuple(index.get(id(b), _synthetic(b)) for b in found)) for name, found in bindings.items()))
+        return tuple(sorted((name, tuple(index.get(id(b), _synthetic(b)) for b in found))
+                            for name, found in bindings.items()))
 
     described = []
     for node in order:

@@ -20,8 +20,8 @@ would give.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from astroid import nodes
 
