@@ -66,20 +66,19 @@ _PARAM = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)\s*(?:=\s*(?P<default>.+))?$
 
 
 def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside brackets or parentheses."""
-    parts, depth, current = [], 0, []
-    for char in text:
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current).strip())
+    """Split on commas that are not inside brackets or parentheses (an empty last part dropped). Every schema
+    is parsed at import, on every start: a walk over each character was half of that parse."""
+    parts, current, depth = [], [], 0
+    for piece in text.split(","):
+        current.append(piece)
+        depth += piece.count("(") + piece.count("[") - piece.count(")") - piece.count("]")
+        if depth == 0:
+            parts.append(",".join(current).strip())
             current = []
-        else:
-            current.append(char)
-    if "".join(current).strip():
-        parts.append("".join(current).strip())
+    if current:
+        parts.append(",".join(current).strip())
+    if parts and not parts[-1]:
+        parts.pop()
     return parts
 
 
