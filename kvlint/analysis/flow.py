@@ -44,6 +44,13 @@ _TERMINATORS = (nodes.Return, nodes.Raise, nodes.Continue, nodes.Break)
 _NEGATED_OPS = {"is not": "is", "!=": "==", "not in": "in"}
 
 
+_CHOICE_SETS: dict[frozenset[tuple[Key, object]], tuple[frozenset[tuple[Key, object]], dict[Key, object]]] = (
+    tree_cache())
+"""One set of choices (and its index by key) for all the paths that made the same choices. Past k guards that
+return, a path holds k choices; with one shared set, the paths that remembered values and searches are keyed
+by compare in one step, not k."""
+
+
 @dataclass(frozen=True)
 class Path:
     """The branch choices one path made."""
@@ -54,7 +61,11 @@ class Path:
     and a search asks it for a key at every branch it passes."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_taken", dict(self.choices))
+        if self.choices not in _CHOICE_SETS:
+            _CHOICE_SETS[self.choices] = (self.choices, dict(self.choices))
+        choices, taken = _CHOICE_SETS[self.choices]
+        object.__setattr__(self, "choices", choices)
+        object.__setattr__(self, "_taken", taken)
 
     def taken(self, key: Key) -> object:
         return self._taken.get(key)
