@@ -240,22 +240,36 @@ DOCS: dict[str, RuleDoc] = {
         no_fix="The right scale depends on the head dim (and on the model: MLA uses 1/sqrt(D + 64)).",
     ),
     "KVL105": RuleDoc(
-        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads`. "
-             + SHAPE_TESTS,
+        what="Reports an FIA, FIA v2, IFA or PFA call that passes no `num_heads` / `num_query_heads` where the "
+             "code around it has a query head count of its own: a parameter or local named like `num_heads`, "
+             "an attribute it reads (`config.num_attention_heads`, `attn.heads`), or one its class sets "
+             "(`self.num_heads`). A call with none of these (a single-head kernel test, a tutorial) is "
+             "not reported. " + SHAPE_TESTS,
         why="The default is 1. With the BSH layout the head split comes only from this value "
             "(D = H // num_heads), so a missing value silently computes one huge head instead of many; "
             "with BNSD the call fails at run time.",
-        bad=_HEADER + "def decode(q, k, v, head_dim):\n"
-            "    return torch_npu.npu_fused_infer_attention_score(\n"
-            "        q, k, v, scale=1 / math.sqrt(head_dim), input_layout=\"BSH\"\n    )\n",
-        good=_HEADER + "def decode(q, k, v, head_dim):\n"
-             "    return torch_npu.npu_fused_infer_attention_score(\n"
-             "        q, k, v, num_heads=32, scale=1 / math.sqrt(head_dim), input_layout=\"BSH\"\n    )\n",
+        bad=_HEADER + "class Attention(torch.nn.Module):\n"
+            "    def __init__(self, hidden_size, num_heads):\n"
+            "        super().__init__()\n"
+            "        self.num_heads = num_heads\n"
+            "        self.scale = 1 / math.sqrt(hidden_size // num_heads)\n\n"
+            "    def forward(self, q, k, v):\n"
+            "        return torch_npu.npu_fused_infer_attention_score(\n"
+            "            q, k, v, scale=self.scale, input_layout=\"BSH\"\n        )\n",
+        good=_HEADER + "class Attention(torch.nn.Module):\n"
+             "    def __init__(self, hidden_size, num_heads):\n"
+             "        super().__init__()\n"
+             "        self.num_heads = num_heads\n"
+             "        self.scale = 1 / math.sqrt(hidden_size // num_heads)\n\n"
+             "    def forward(self, q, k, v):\n"
+             "        return torch_npu.npu_fused_infer_attention_score(\n"
+             "            q, k, v, num_heads=self.num_heads, scale=self.scale, input_layout=\"BSH\"\n        )\n",
         references=(
             Reference("FIA-T2: num_heads / num_query_heads left at 1", f"{FIA}#fia-t2"),
             Reference("FIA-C4: with BNSD, num_heads must equal the query's N axis", f"{FIA}#fia-c4"),
         ),
-        no_fix="The head count is a property of the model kvlint cannot see.",
+        no_fix="The message names the head count the code has, but kvlint cannot prove it is the query's "
+               "(a tensor-parallel rank holds a share of the heads).",
     ),
     "KVL106": RuleDoc(
         what="Reports a literal `input_layout` (or a constant it resolves to) outside the set the operator "

@@ -18,6 +18,7 @@ from kvlint.analysis.evaluate import literal
 from kvlint.analysis.facts import FLOAT_DTYPES, is_torch_function
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import reaching_definitions, terminates
+from kvlint.analysis.memo import tree_cache
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.analysis.walk import nodes_of
@@ -66,14 +67,56 @@ def check_default_scale(site: CallSite) -> Iterator[Issue]:
 
 
 def check_default_num_heads(site: CallSite) -> Iterator[Issue]:
-    """KVL105: the query head count defaults to 1, which reads a BSH hidden axis as one huge head."""
+    """KVL105: the query head count defaults to 1, which reads a BSH hidden axis as one huge head. Reported
+    only where the code around the call has a query head count of its own (a parameter, a local, an
+    attribute it reads or the class sets): a single-head call (a kernel test, a tutorial) rightly keeps
+    the default."""
     if site.name not in INFERENCE_ATTENTION or site.open_ended or _ANY_NUM_HEADS & site.keywords.keys():
         return
     if computes_no_numbers(site):
         return
+    evidence = _head_count_in_scope(site.call.frame())
+    if evidence is None:
+        return
     param = NUM_HEADS_PARAM[site.name]
     yield Issue("KVL105", site.call,
-                f"{site.name} called without '{param}': the default is 1; pass the number of query heads")
+                f"{site.name} called without '{param}': the default is 1 (one head as wide as the hidden "
+                f"axis), but the code has a head count '{evidence}'; pass {param}={evidence}")
+
+
+_HEAD_COUNT = re.compile(
+    r"(num_?|n_?)(q_|query_|attention_|attn_|local_|tp_)?heads?(_per_\w+)?|(q_|query_)?heads?_?num|heads",
+    re.IGNORECASE)
+"""Names of a query head count: ``num_heads``, ``n_head``, ``num_attention_heads``, ``head_num``,
+``num_heads_per_rank``, ``heads`` (diffusers' ``attn.heads``). Key/value head counts (``num_kv_heads``) do
+not match."""
+
+_HEAD_COUNTS: dict[nodes.NodeNG, str | None] = tree_cache()
+
+
+def _head_count_in_scope(frame: nodes.NodeNG) -> str | None:
+    """The first query head count the function names (parameter, local, attribute read), else one its
+    class assigns to ``self``, as written in the code; None when there is none."""
+    if frame not in _HEAD_COUNTS:
+        _HEAD_COUNTS[frame] = _first_head_count(frame)
+    return _HEAD_COUNTS[frame]
+
+
+def _first_head_count(frame: nodes.NodeNG) -> str | None:
+    if not isinstance(frame, nodes.FunctionDef):
+        return None
+    arguments = frame.args.posonlyargs + frame.args.args + frame.args.kwonlyargs
+    for named in [*arguments, *nodes_of(frame, (nodes.AssignName, nodes.Name, nodes.Attribute, nodes.AssignAttr))]:
+        name = named.attrname if isinstance(named, (nodes.Attribute, nodes.AssignAttr)) else named.name
+        if _HEAD_COUNT.fullmatch(name):
+            return named.as_string() if isinstance(named, (nodes.Attribute, nodes.AssignAttr)) else name
+    owner = frame.parent
+    if isinstance(owner, nodes.ClassDef):
+        for assigned in nodes_of(owner, nodes.AssignAttr):
+            if (_HEAD_COUNT.fullmatch(assigned.attrname) and isinstance(assigned.expr, nodes.Name)
+                    and assigned.expr.name == "self"):
+                return f"self.{assigned.attrname}"
+    return None
 
 
 def check_invalid_layout(site: CallSite) -> Iterator[Issue]:
