@@ -67,6 +67,16 @@ class RuleDoc:
 
 _HEADER = "import math\n\nimport torch\nimport torch_npu\n\n\n"
 _PROBE_HEADER = "import torch\nimport torch_npu\n\n"
+_ATTENTION_WITH_HEADS = (
+    "class Attention(torch.nn.Module):\n"
+    "    def __init__(self, hidden_size, num_heads):\n"
+    "        super().__init__()\n"
+    "        self.num_heads = num_heads\n"
+    "        self.scale = 1 / math.sqrt(hidden_size // num_heads)\n\n"
+    "    def forward(self, q, k, v):\n"
+    "        return torch_npu.npu_fused_infer_attention_score(\n"
+)
+"""KVL105's example up to the call's arguments: a module that holds its head count."""
 SHAPE_TESTS = ("Shape tests compute no numbers and are not reported: calls in the body of "
                "`with FakeTensorMode():` or `with torch.device(\"meta\"):` in the same function, and calls "
                "whose query is a meta tensor on every path (`device=\"meta\"`, `.to(\"meta\")`).")
@@ -248,22 +258,9 @@ DOCS: dict[str, RuleDoc] = {
         why="The default is 1. With the BSH layout the head split comes only from this value "
             "(D = H // num_heads), so a missing value silently computes one huge head instead of many; "
             "with BNSD the call fails at run time.",
-        bad=_HEADER + "class Attention(torch.nn.Module):\n"
-            "    def __init__(self, hidden_size, num_heads):\n"
-            "        super().__init__()\n"
-            "        self.num_heads = num_heads\n"
-            "        self.scale = 1 / math.sqrt(hidden_size // num_heads)\n\n"
-            "    def forward(self, q, k, v):\n"
-            "        return torch_npu.npu_fused_infer_attention_score(\n"
-            "            q, k, v, scale=self.scale, input_layout=\"BSH\"\n        )\n",
-        good=_HEADER + "class Attention(torch.nn.Module):\n"
-             "    def __init__(self, hidden_size, num_heads):\n"
-             "        super().__init__()\n"
-             "        self.num_heads = num_heads\n"
-             "        self.scale = 1 / math.sqrt(hidden_size // num_heads)\n\n"
-             "    def forward(self, q, k, v):\n"
-             "        return torch_npu.npu_fused_infer_attention_score(\n"
-             "            q, k, v, num_heads=self.num_heads, scale=self.scale, input_layout=\"BSH\"\n        )\n",
+        bad=_HEADER + _ATTENTION_WITH_HEADS + "            q, k, v, scale=self.scale, input_layout=\"BSH\"\n        )\n",
+        good=_HEADER + _ATTENTION_WITH_HEADS
+        + "            q, k, v, num_heads=self.num_heads, scale=self.scale, input_layout=\"BSH\"\n        )\n",
         references=(
             Reference("FIA-T2: num_heads / num_query_heads left at 1", f"{FIA}#fia-t2"),
             Reference("FIA-C4: with BNSD, num_heads must equal the query's N axis", f"{FIA}#fia-c4"),
