@@ -20,14 +20,19 @@ MORE = ...
 ROLES = ("B", "S", "N", "D")
 """Batch, sequence (query or key/value length), heads, head dimension."""
 
+_QUERY_HEAD_COUNTS = (r"nh|heads|n_heads|nheads|num_heads|num_head|head_num|heads_num|n_head|num_q_heads|"
+                      r"num_query_heads|q_heads|num_attention_heads|num_local_heads|local_heads|num_heads_per_rank|"
+                      r"q_head_num")
+"""Spellings of a query head count: an axis role (N) here, and KVL105's evidence that the code has one."""
+_KV_HEAD_COUNTS = r"num_kv_heads|n_kv_heads|kv_heads|num_key_value_heads|kv_head_num"
+_QUERY_HEADS = re.compile(rf"^({_QUERY_HEAD_COUNTS})$")
+
 _ROLE_NAMES = {
     "B": re.compile(r"^(bs|bsz|bsize|batch|batches|batch_size|batchsize|n_batch|num_batch|num_batches|nbatch)$"),
     "S": re.compile(r"^(seq|seqlen|seq_len|seq_length|sq|skv|s_q|s_kv|q_len|qlen|q_seq_len|q_seqlen|query_len|"
                     r"query_length|kv_len|kv_seq_len|kv_seqlen|key_len|tgt_len|src_len|seq_q|seq_kv|"
                     r"num_tokens|n_tokens|tokens)$"),
-    "N": re.compile(r"^(nh|heads|n_heads|nheads|num_heads|num_head|head_num|heads_num|n_head|num_q_heads|"
-                    r"num_query_heads|q_heads|num_kv_heads|n_kv_heads|kv_heads|num_key_value_heads|"
-                    r"num_attention_heads|num_local_heads|local_heads|num_heads_per_rank|kv_head_num|q_head_num)$"),
+    "N": re.compile(rf"^({_QUERY_HEAD_COUNTS}|{_KV_HEAD_COUNTS})$"),
     "D": re.compile(r"^(hd|head_dim|head_dims|head_size|headdim|dim_head|d_head|d_k|dk|dv|d_v|qk_head_dim|"
                     r"v_head_dim|kv_head_dim|head_dim_qk|head_dim_v)$"),
 }
@@ -47,6 +52,12 @@ def role(text: str | None) -> str | None:
         if pattern.match(last):
             return name
     return _LETTERS.get(last)
+
+
+def names_query_heads(text: str) -> bool:
+    """Whether a spelling's last identifier names a count of query heads (``num_heads``,
+    ``config.num_attention_heads``, ``attn.heads``); a key/value head count (``num_kv_heads``) does not."""
+    return bool(_QUERY_HEADS.match(text.rpartition(".")[2].lower()))
 
 
 def roles(texts: Sequence[str | None]) -> tuple[str | None, ...] | None:

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
+from kvlint.analysis.axes import names_query_heads
 from kvlint.analysis.evaluate import literal
 from kvlint.analysis.facts import FLOAT_DTYPES, is_torch_function
 from kvlint.analysis.finding import Issue
 from kvlint.analysis.flow import reaching_definitions, terminates
 from kvlint.analysis.memo import tree_cache
-from kvlint.analysis.names import qualified_name
+from kvlint.analysis.names import is_self, qualified_name
 from kvlint.analysis.shape_tests import computes_no_numbers
 from kvlint.analysis.walk import nodes_of
 from kvlint.catalogue.operators import (
@@ -84,13 +85,6 @@ def check_default_num_heads(site: CallSite) -> Iterator[Issue]:
                 f"axis), but the code has a head count '{evidence}'; pass {param}={evidence}")
 
 
-_HEAD_COUNT = re.compile(
-    r"(num_?|n_?)(q_|query_|attention_|attn_|local_|tp_)?heads?(_per_\w+)?|(q_|query_)?heads?_?num|heads",
-    re.IGNORECASE)
-"""Names of a query head count: ``num_heads``, ``n_head``, ``num_attention_heads``, ``head_num``,
-``num_heads_per_rank``, ``heads`` (diffusers' ``attn.heads``). Key/value head counts (``num_kv_heads``) do
-not match."""
-
 _HEAD_COUNTS: dict[nodes.NodeNG, str | None] = tree_cache()
 
 
@@ -105,16 +99,14 @@ def _head_count_in_scope(frame: nodes.NodeNG) -> str | None:
 def _first_head_count(frame: nodes.NodeNG) -> str | None:
     if not isinstance(frame, nodes.FunctionDef):
         return None
-    arguments = frame.args.posonlyargs + frame.args.args + frame.args.kwonlyargs
-    for named in [*arguments, *nodes_of(frame, (nodes.AssignName, nodes.Name, nodes.Attribute, nodes.AssignAttr))]:
-        name = named.attrname if isinstance(named, (nodes.Attribute, nodes.AssignAttr)) else named.name
-        if _HEAD_COUNT.fullmatch(name):
-            return named.as_string() if isinstance(named, (nodes.Attribute, nodes.AssignAttr)) else name
+    for named in nodes_of(frame, (nodes.AssignName, nodes.Name, nodes.Attribute, nodes.AssignAttr)):
+        attribute = isinstance(named, (nodes.Attribute, nodes.AssignAttr))
+        if names_query_heads(named.attrname if attribute else named.name):
+            return named.as_string() if attribute else named.name
     owner = frame.parent
     if isinstance(owner, nodes.ClassDef):
         for assigned in nodes_of(owner, nodes.AssignAttr):
-            if (_HEAD_COUNT.fullmatch(assigned.attrname) and isinstance(assigned.expr, nodes.Name)
-                    and assigned.expr.name == "self"):
+            if is_self(assigned.expr) and names_query_heads(assigned.attrname):
                 return f"self.{assigned.attrname}"
     return None
 

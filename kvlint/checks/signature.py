@@ -165,9 +165,9 @@ def check_unknown_operator(module: nodes.Module, settings: Settings) -> Iterator
 
 
 def _operator_references(node: nodes.NodeNG) -> Iterator[tuple[str, str]]:
-    """(name, namespace) for an operator-like name (an ``OPERATOR_LIKE`` attribute, or one imported from
-    torch_npu) looked up on an operator namespace that lacks it, when every alternative of the receiver is
-    such a namespace."""
+    """(name, namespace) for an operator-like name looked up on an operator namespace that lacks it, when
+    every alternative of the receiver is such a namespace: an attribute (``check_unknown_operator`` passes
+    only ``OPERATOR_LIKE`` ones), or a name imported from torch_npu."""
     if isinstance(node, nodes.ImportFrom):
         if node.modname == "torch_npu" and not node.level:
             for imported, _ in node.names:
