@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
 
@@ -135,6 +137,51 @@ def test_two_guards_on_one_condition_are_passed_one_by_one() -> None:
     """)
     [(definition, path)] = reaching_definitions("mask", mask)
     assert definition.name == "mask" and len(path.choices) == 2
+
+
+def test_passing_a_guard_nothing_reads_leaves_the_path_as_it_was() -> None:
+    """Unrolled code returns under a new condition every few calls (``if meta.done_3: return out``). Every
+    path that goes on past such a guard passed it the same way, and nothing reads that choice, so the search
+    and the values from after the guard are those from before it, not a new set per guarded section."""
+    module = _module("""
+        def f(meta, q):
+            mask = q
+            before = mask
+            if meta.done_1:
+                return None
+            if meta.done_2:
+                return None
+            after = mask
+            return before, after
+    """)
+    before, after = (s.value for s in module.body[0].body if isinstance(s, nodes.Assign) and s.value.name == "mask")
+    assert reaching_definitions("mask", before) == reaching_definitions("mask", after)
+    [(_, path)] = reaching_definitions("mask", after)
+    assert path.choices == frozenset()
+
+
+@pytest.mark.parametrize("guard, why", [
+    ("if q_len > 1:", "a query length: the decode rules read it"),
+    ("if not self.is_causal:", "a causality flag: the causal rules read it"),
+    ("if mask is None:", "a None test: it narrows the mask"),
+    ("if mask.dtype != torch.bool:", "a dtype test: it narrows the mask"),
+    ("if done:", "a parameter: a caller's argument may decide it"),
+    ("if meta.done:", "tested again below"),
+    ("if meta.ready:", "passed on to a callee: a branch of the callee on it is the same choice"),
+])
+def test_a_guard_something_reads_stays_on_the_path(guard: str, why: str) -> None:
+    (mask,) = _returned(f"""
+        import torch
+        def f(self, meta, q_len, done, mask):
+            x = mask
+            {guard}
+                return None
+            y = 1 if meta.done else 2
+            helper(meta.ready)
+            return x
+    """)
+    [(_, path)] = reaching_definitions("x", mask)
+    assert len(path.choices) == 1, why
 
 
 def test_loops_and_parameters() -> None:

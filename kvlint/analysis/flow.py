@@ -25,7 +25,7 @@ import ast
 import bisect
 import functools
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from astroid import nodes
@@ -72,7 +72,10 @@ class Path:
 
     def choose(self, key: Key, value: object) -> Path | None:
         """This path extended by a choice, or None when it already took the other branch (also through the
-        caller a parameter's value came from: see ``Caller``)."""
+        caller a parameter's value came from: see ``Caller``). Passing a guard nothing reads changes nothing
+        (``unread_passes``)."""
+        if value is unread_passes(key[0]).get(key):
+            return self
         previous = self.taken(key)
         if previous is not None:
             return self if previous == value else None
@@ -102,10 +105,72 @@ class Path:
         for key in choices.keys() & self._taken.keys():
             if choices[key] != self._taken[key]:
                 return None
-        return Path(self.choices.union(choices.items()))
+        recorded = [(key, value) for key, value in choices.items() if value is not unread_passes(key[0]).get(key)]
+        return Path(self.choices.union(recorded)) if recorded else self
 
 
 EMPTY = Path()
+
+_READERS: list[Callable[[Key], bool]] = []
+
+
+def reads_choices(reader: Callable[[Key], bool]) -> Callable[[Key], bool]:
+    """Registers a module's reader of paths: a predicate true of the conditions whose choices the module reads
+    back from ``Path.choices`` (a query length, a causality flag, ``x is None``). A guard's choice that no
+    reader wants may go unrecorded (``unread_passes``): a module that reads choices without registering would
+    not see it."""
+    _READERS.append(reader)
+    return reader
+
+
+_UNREAD: dict[nodes.NodeNG, dict[Key, bool]] = tree_cache()
+
+
+def unread_passes(frame: nodes.NodeNG) -> dict[Key, bool]:
+    """The guards of ``frame`` whose passing nothing reads, each with the choice that passes it. Such a guard
+    is an ``if`` that leaves on one branch only, whose condition no other branch of the frame tests, that no
+    call of the frame passes on as an argument (which a callee's branch could test: ``Caller.correlate``),
+    and that no reader of paths understands (``reads_choices``). Every path that goes on past it made the same
+    choice there, and nothing tells that choice apart: recorded, it only gave each of k guarded sections of a
+    function its own paths, so that nothing searched or evaluated in one section served the next. The branch
+    that leaves is still recorded: a path from a ``return`` inside it cannot also be one past the guard."""
+    if frame not in _UNREAD:
+        _UNREAD[frame] = _unread_passes(frame)
+    return _UNREAD[frame]
+
+
+def _unread_passes(frame: nodes.NodeNG) -> dict[Key, bool]:
+    branches: dict[Key, list[nodes.NodeNG]] = {}
+    for branch in nodes_of(frame, (nodes.If, nodes.IfExp)):
+        branches.setdefault(condition(branch.test)[0], []).append(branch)
+    passed_on = {_shape(argument) for call in nodes_of(frame, nodes.Call)
+                 for argument in [*call.args, *(keyword.value for keyword in call.keywords or ())]}
+    unread = {}
+    for key, tested in branches.items():
+        guard = tested[0]
+        if (key[0] is not frame or len(tested) != 1 or not isinstance(guard, nodes.If)
+                or terminates(guard.body) == terminates(guard.orelse)):
+            continue
+        if _shape(guard.test) in passed_on or any(reader(key) for reader in _READERS):
+            continue
+        unread[key] = _guard_pass(guard)[1]
+    return unread
+
+
+def _shape(expression: nodes.NodeNG) -> tuple[str, ...]:
+    """A coarse summary of an expression, the same for any two with one condition key (``condition``):
+    ``not x.done`` and ``x.done`` are ("attribute", "done"); ``m is None`` and ``m is not None`` are
+    ("compare", "name", "m")."""
+    while isinstance(expression, nodes.UnaryOp) and expression.op == "not":
+        expression = expression.operand
+    if isinstance(expression, nodes.Name):
+        return ("name", expression.name)
+    if isinstance(expression, nodes.Attribute):
+        return ("attribute", expression.attrname)
+    if isinstance(expression, nodes.Compare):
+        return ("compare", *_shape(expression.left))
+    return (type(expression).__name__,)
+
 
 CALLER = "<caller>"
 """The text of the key under which a path records the ``Caller`` of a function."""
@@ -156,6 +221,12 @@ def _parameter_test(text: str) -> tuple[str, object] | None:
             and isinstance(test.ops[0], (ast.Is, ast.Eq)) and isinstance(test.comparators[0], ast.Constant)):
         return test.left.id, test.comparators[0].value
     return None
+
+
+@reads_choices
+def _decided_by_callers(key: Key) -> bool:
+    """A branch on one parameter, which the argument of the caller a path came through may decide."""
+    return _parameter_test(key[1]) is not None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,18 @@ from astroid import nodes
 from kvlint.analysis.axes import roles, split
 from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
-from kvlint.analysis.flow import CALLER, OUTER, Caller, Param, Path, condition, mutated_name, reaching_definitions
+from kvlint.analysis.flow import (
+    CALLER,
+    OUTER,
+    Caller,
+    Key,
+    Param,
+    Path,
+    condition,
+    mutated_name,
+    reaching_definitions,
+    reads_choices,
+)
 from kvlint.analysis.memo import tree_cache
 from kvlint.analysis.names import (
     called_function,
@@ -93,6 +104,12 @@ def _with_rank(value: Value, rank: int, axes: tuple[str | None, ...] | None) -> 
         return value
     shape = known + (None,) * (rank - len(known))
     return replace(as_tensor(value), shape=shape, axes=value.axes or axes)
+
+
+@reads_choices
+def _narrows(key: Key) -> bool:
+    """A branch on ``x is None`` or on ``x.dtype == torch.<d>``, which narrows ``x`` on its sides."""
+    return key[1].endswith(" is None") or _DTYPE_TEST in key[1]
 
 
 def _narrowed_by_branches(name: str, use: nodes.NodeNG, defined_at: int, alts: list[Alt]) -> list[Alt]:

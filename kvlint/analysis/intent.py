@@ -27,7 +27,7 @@ from astroid import nodes
 
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.facts import CACHE, CACHE_NAME, GROWN_CACHE
-from kvlint.analysis.flow import EMPTY, Caller, Path
+from kvlint.analysis.flow import EMPTY, Caller, Key, Path, reads_choices
 from kvlint.analysis.follow import callers, bind_arguments
 from kvlint.analysis.names import qualified_name
 from kvlint.analysis.query_length import ONE, query_lengths
@@ -62,6 +62,12 @@ def _flag_test(text: str) -> bool:
             right, ast.Constant) and isinstance(right.value, str) else None
         return isinstance(named, str) and named.lower() == "causal"
     return False
+
+
+@reads_choices
+def _tests_causality(key: Key) -> bool:
+    """A branch on a causality flag, which is evidence of the intent on its sides."""
+    return _flag_test(key[1])
 
 
 def _from_branches(path: Path) -> CausalEvidence | None:

@@ -24,7 +24,7 @@ from astroid import nodes
 from kvlint.analysis.axes import split
 from kvlint.analysis.callsite import CallSite
 from kvlint.analysis.facts import Value
-from kvlint.analysis.flow import Key, Path, condition
+from kvlint.analysis.flow import Key, Path, condition, reads_choices
 from kvlint.analysis.follow import branch_path
 from kvlint.analysis.memo import tree_cache
 
@@ -81,6 +81,12 @@ def _from_conditions(path: Path) -> str | None:
 
 _CHOICES: dict[tuple[Key, bool], str | None] = tree_cache()
 """What each branch choice says about Q_S: past k guards that return, every path carries k choices."""
+
+
+@reads_choices
+def _proves_length(key: Key) -> bool:
+    """A branch on a query length, which proves Q_S on one of its sides."""
+    return _from_choice(key, True) is not None or _from_choice(key, False) is not None
 
 
 def _from_choice(key: Key, taken: bool) -> str | None:
