@@ -38,6 +38,35 @@ def test_reaching_definitions_look_only_at_the_statements_that_bind_the_name(mon
     assert len(seen) <= 2 * count
 
 
+def _guarded_sections(count: int) -> str:
+    """One function of ``count`` sections, as unrolled code writes them: a branch that rebinds ``q`` on a
+    condition every section tests, a read of ``q``, and a guard that returns on a condition of its own."""
+    lines = ["def forward(q, meta):"]
+    for i in range(count):
+        lines += ["    if meta.is_prefill:", "        q = q + 1", "    use(q)", f"    if meta.done_{i}:",
+                  "        return None"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("count", [20, 80])
+def test_a_read_after_many_guards_searches_what_the_read_before_them_searched_once(monkeypatch, count):
+    """On the path that skips every rebinding, the search for ``q`` goes back to the parameter. Each section's
+    guard, recorded on that path, made it a new path for every section: every read searched all the sections
+    before it again, count * count / 2 statements."""
+    seen = []
+    search = flow._search_statement
+    monkeypatch.setattr(flow, "_search_statement", lambda *a: seen.append(a[1]) or search(*a))
+    module = build_tree(_guarded_sections(count), "f.py")
+    try:
+        reads = [n for n in nodes_of(module, nodes.Name) if n.name == "q" and isinstance(n.parent, nodes.Call)]
+        answers = [flow.reaching_definitions("q", read) for read in reads]
+    finally:
+        forget()
+    assert len(reads) == count
+    assert all(any(isinstance(definition, flow.Param) for definition, _ in answer) for answer in answers)
+    assert len(seen) <= 4 * count
+
+
 def _renames(count: int) -> str:
     """``count`` FIA _v2 calls keeping v1's ``scale`` (KVL102, fixable) in one function."""
     lines = ["import torch_npu", "", "", "def forward(q, k, v):"]

@@ -101,12 +101,12 @@ class Path:
 
     def passing(self, choices: Mapping[Key, bool]) -> Path | None:
         """This path extended by several choices at once, or None when it took the other branch of one. Only
-        for choices that no caller's arguments decide: the path came through no ``Caller`` of their frame."""
+        for choices that no caller's arguments decide: the path came through no ``Caller`` of their frame. All
+        are recorded: the one caller, ``_Block.pass_guards``, leaves out the guards nothing reads."""
         for key in choices.keys() & self._taken.keys():
             if choices[key] != self._taken[key]:
                 return None
-        recorded = [(key, value) for key, value in choices.items() if value is not unread_passes(key[0]).get(key)]
-        return Path(self.choices.union(recorded)) if recorded else self
+        return Path(self.choices.union(choices.items()))
 
 
 EMPTY = Path()
@@ -337,6 +337,9 @@ class _Block:
     test one condition, or a guard's condition belongs to another frame."""
     frame: nodes.NodeNG | None
     """The frame of the guards' conditions."""
+    recorded: list[int] = field(default_factory=list)
+    """Indices in ``guards`` of the guards whose passing a path records (``unread_passes``: not the others),
+    ascending; with ``passes`` only."""
 
     def previous(self, name: str, end: int) -> int | None:
         """The last position before ``end`` whose statement the search for ``name`` has to look at."""
@@ -363,7 +366,10 @@ class _Block:
             return binder, path
         if self.passes is None or isinstance(path.taken((self.frame, CALLER)), Caller):
             return None
-        return binder, path.passing(dict(self.passes[low:high]))
+        first, last = bisect.bisect_left(self.recorded, low), bisect.bisect_left(self.recorded, high)
+        if first == last:
+            return binder, path
+        return binder, path.passing(dict(self.passes[i] for i in self.recorded[first:last]))
 
 
 _BLOCKS: dict[tuple[nodes.NodeNG, tuple[str, ...]], _Block] = tree_cache()
@@ -387,8 +393,11 @@ def _block(owner: nodes.NodeNG, fields: tuple[str, ...]) -> _Block:
         passes = [_guard_pass(statements[position]) for position in guards]
         frames = {choice[0][0] for choice in passes if choice is not None}
         one_by_one = None in passes or len(frames) > 1 or len({choice[0] for choice in passes}) < len(passes)
-        _BLOCKS[key] = _Block(statements, binders, guards, None if one_by_one else passes,
-                              frames.pop() if len(frames) == 1 else None)
+        frame = frames.pop() if len(frames) == 1 else None
+        unread = unread_passes(frame) if frame is not None and not one_by_one else {}
+        recorded = [i for i, choice in enumerate(passes)
+                    if choice is not None and unread.get(choice[0]) is not choice[1]]
+        _BLOCKS[key] = _Block(statements, binders, guards, None if one_by_one else passes, frame, recorded)
     return _BLOCKS[key]
 
 
