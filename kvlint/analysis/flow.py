@@ -5,7 +5,10 @@ search passed (``kvlint.analysis.follow`` adds one more kind: which same-module 
 a ``Caller``). Conditions are keyed by their frame and source text, with ``not c``, ``a is not b`` and ``a != b``
 keyed as the negation of ``c``, ``a is b`` and ``a == b``: two branches on the same condition are one choice, so
 correlated branches give one path each, not the product. A branch that ends in ``return``,
-``raise``, ``continue`` or ``break`` cannot reach a later statement, which constrains the path too.
+``raise``, ``continue`` or ``break`` cannot reach a later statement, which constrains the path too. Passing
+such a guard is recorded only where something can read it (``unread_passes``): unrolled code returns under a
+new condition every few calls, and a path per guarded section made every section search and evaluate again
+what the one before it had.
 
 Arguments travel together: on a path through a caller, a branch of the callee on one of its parameters
 (``if not causal:``, ``if mask is None:``) is the same choice as the caller's condition on the argument it
