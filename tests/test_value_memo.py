@@ -5,7 +5,7 @@ module's other arguments were evaluated (the memory full) are those found with t
 rule fixtures, and in a module whose arguments share long chains of assignments and helpers, evaluated in
 both orders under the default limits and under limits that cut the longer chains short (where a remembered
 answer must not be used deeper than the depth left, nor stand for steps a fresh evaluation would not have
-left)."""
+left). And it is used: what every call site reaches is evaluated once."""
 
 from __future__ import annotations
 
@@ -162,3 +162,34 @@ def test_a_remembered_value_is_not_used_inside_the_evaluation_of_an_expression_i
 def test_a_remembered_value_is_used_only_with_the_arguments_it_was_found_with() -> None:
     bound = ((None, {}),)
     assert not _remembered().holds_in(Context(HANDLERS, bindings=bound), steps_before=0)
+
+
+def _calls_reading_one_mask(calls: int) -> str:
+    lines = ["import torch", "import torch_npu", "", "", "def forward(q, k, v):",
+             "    mask = torch.ones(2048, 2048, dtype=torch.bool)", "    mask = mask.triu(1)"]
+    lines += [f"    o{i} = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=8, atten_mask=mask, "
+              "sparse_mode=3, input_layout='BNSD')" for i in range(calls)]
+    return "\n".join([*lines, "    return q"]) + "\n"
+
+
+@pytest.mark.parametrize("calls", [5, 20])
+def test_what_every_call_site_reaches_is_evaluated_once(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
+    """The memory is used, not only right: the mask that every call reads through the same chain is built
+    once, not once per call (its answers would be the same either way; only the cost tells them apart)."""
+    built = []
+    call = HANDLERS[nodes.Call]
+
+    def counted(expr: nodes.Call, path: object, within: Context) -> list[Alt]:
+        if isinstance(expr.func, nodes.Attribute) and expr.func.attrname == "ones":
+            built.append(expr)
+        return call(expr, path, within)
+
+    monkeypatch.setitem(HANDLERS, nodes.Call, counted)
+    module = build_tree(_calls_reading_one_mask(calls), "f.py")
+    try:
+        sites = [found[0] for found in map(call_site, nodes_of(module, nodes.Call)) if found is not None]
+        masks = [site.values("atten_mask") for site in sites]
+    finally:
+        forget()
+    assert len(masks) == calls and all(m and m[0].value.dtype == "bool" for m in masks)
+    assert len(built) == 1
