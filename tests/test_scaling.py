@@ -152,6 +152,7 @@ def test_an_outline_keeps_the_statements_that_hold_findings_and_binds_the_other_
     assert kept[line - 1] == lines[finding.line - 1] and column == finding.column
     assert shown.position((lines.index("def layer_0(q, k, v):") + 1, 0)) is None
 
+
 def _layers_importing_torch_npu(count: int) -> str:
     """``count`` modules one after the other, as generated code concatenates them: each imports ``torch_npu``
     in ``try`` (``None`` in its ``except``) and ``field``, and defines a dataclass and a layer calling FIA
