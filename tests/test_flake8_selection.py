@@ -6,6 +6,8 @@ flake8 runs in this process (``--jobs=1``) so that the engine's calls can be cou
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,13 @@ def test_analysis_when_the_configuration_selects_a_kvl_code(flake8, tmp_path: Pa
     calls, codes = flake8()
     assert calls == ["bad.py"]
     assert sorted(codes) == ["KVL102", "KVL104"]
+
+
+def test_loading_the_plugin_imports_no_analysis() -> None:
+    """flake8 loads every installed plugin, in every run and every worker: loading this one does not import
+    astroid (about 0.09 s) or the engine before a file is to be analysed."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, kvlint.frontends.flake8_plugin; "
+         "print(sorted(m for m in ('astroid', 'kvlint.checks.engine', 'kvlint.analysis.flow') if m in sys.modules))"],
+        capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

@@ -10,9 +10,12 @@ import pytest
 from astroid import MANAGER, nodes
 from astroid.builder import AstroidBuilder
 
+from kvlint.analysis import flow
 from kvlint.analysis.evaluate import values
 from kvlint.analysis.facts import ADDITIVE, CACHE, KV_REPEAT, TRIL, Value
 from kvlint.analysis.flow import UNKNOWN, Param, reaching_definitions
+from kvlint.checks import engine  # noqa: F401  (the readers of paths register as the engine imports them)
+from tests.conftest import ROOT
 
 
 def _module(source: str) -> nodes.Module:
@@ -182,6 +185,16 @@ def test_a_guard_something_reads_stays_on_the_path(guard: str, why: str) -> None
     """)
     [(_, path)] = reaching_definitions("x", mask)
     assert len(path.choices) == 1, why
+
+
+def test_every_module_that_reads_the_choices_of_paths_has_registered_when_the_engine_runs() -> None:
+    """flow leaves unrecorded the guards nothing reads: a module that read ``Path.choices`` without
+    registering what it reads (``flow.reads_choices``), or that the engine did not import, would miss them."""
+    readers = {path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+               for path in (ROOT / "kvlint").rglob("*.py") if ".choices" in path.read_text(encoding="utf-8")}
+    assert readers == {reader.__module__ for reader in flow._READERS}
+    assert readers >= {"kvlint.analysis.flow", "kvlint.analysis.follow", "kvlint.analysis.intent",
+                       "kvlint.analysis.query_length"}
 
 
 def test_loops_and_parameters() -> None:

@@ -13,9 +13,4 @@
   facts about the tree under analysis, emptied when the engine is done with it.
 
 Imports: ``kvlint.catalogue`` and astroid. Never the checks, the fixer or the front-ends.
-
-The package imports the modules that read branch choices back from paths (``flow.reads_choices``), so that
-they have registered before any search: ``flow`` leaves unrecorded a guard's choice that none of them reads.
 """
-
-from kvlint.analysis import follow, intent, query_length  # noqa: F401  (readers of paths register on import)
