@@ -187,6 +187,40 @@ def test_a_guard_something_reads_stays_on_the_path(guard: str, why: str) -> None
     assert len(path.choices) == 1, why
 
 
+def test_a_branch_tested_once_that_leaves_on_neither_side_stays_one_choice() -> None:
+    """Only a guard's passing goes unrecorded: an ``if`` whose two branches both go on binds its names together."""
+    mode, mask = _returned("""
+        def f(meta, template):
+            if meta.wide:
+                mode = 3
+                mask = template
+            else:
+                mode = 0
+                mask = None
+            return mode, mask
+    """)
+    assert _pairs(mode, mask) == [(0, True), (3, False)]
+
+
+def test_a_guard_whose_condition_a_call_passes_on_still_rules_out_the_callees_other_branch() -> None:
+    """The callee's ``masked`` is the caller's ``meta.masked``, false past the guard: mode 3 never meets the
+    None mask. Had the guard gone unrecorded, that path would reach the mask's None (and a rule on mode 3 with
+    no mask would speak)."""
+    mode, mask = _returned("""
+        def caller(meta):
+            mask = None
+            if meta.masked:
+                return None
+            return helper(mask, meta.masked)
+
+        def helper(attn_mask, masked):
+            mode = 3 if masked else 0
+            return mode, attn_mask
+    """)
+    assert (3, True) not in _pairs(mode, mask)
+    assert (0, True) in _pairs(mode, mask)
+
+
 def test_every_module_that_reads_the_choices_of_paths_has_registered_when_the_engine_runs() -> None:
     """flow leaves unrecorded the guards nothing reads: a module that read ``Path.choices`` without
     registering what it reads (``flow.reads_choices``), or that the engine did not import, would miss them."""

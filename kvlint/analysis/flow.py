@@ -503,13 +503,13 @@ def _search_if(name: str, statement: nodes.If, path: Path) -> Found:
         return ((_NOT_FOUND, path),)
     key, polarity = condition(statement.test)
     results: list[tuple[Definition, Path]] = []
-    for taken, field in ((True, "body"), (False, "orelse")):
-        block = getattr(statement, field)
+    for taken, branch in ((True, "body"), (False, "orelse")):
+        block = getattr(statement, branch)
         extended = path.choose(key, taken == polarity)
         if extended is None or terminates(block):
             continue
-        if binds and name in _bound_in(statement, field):
-            results.extend(_scan(name, statement, (field,), len(block), extended))
+        if binds and name in _bound_in(statement, branch):
+            results.extend(_scan(name, statement, (branch,), len(block), extended))
         else:
             results.append((_NOT_FOUND, extended))
     return tuple(results)

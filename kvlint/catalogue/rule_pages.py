@@ -258,7 +258,8 @@ DOCS: dict[str, RuleDoc] = {
         why="The default is 1. With the BSH layout the head split comes only from this value "
             "(D = H // num_heads), so a missing value silently computes one huge head instead of many; "
             "with BNSD the call fails at run time.",
-        bad=_HEADER + _ATTENTION_WITH_HEADS + "            q, k, v, scale=self.scale, input_layout=\"BSH\"\n        )\n",
+        bad=_HEADER + _ATTENTION_WITH_HEADS
+        + "            q, k, v, scale=self.scale, input_layout=\"BSH\"\n        )\n",
         good=_HEADER + _ATTENTION_WITH_HEADS
         + "            q, k, v, num_heads=self.num_heads, scale=self.scale, input_layout=\"BSH\"\n        )\n",
         references=(
