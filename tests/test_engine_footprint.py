@@ -135,3 +135,45 @@ def test_the_pylint_checkers_analyse_pylints_tree_with_the_collector_paused(tmp_
     finally:
         (gc.enable if was else gc.disable)()
     assert findings and collector_during_analysis == [False]
+
+
+_BUILT_INS_AFTER_ONE_FILE = """
+import json, sys
+from astroid import MANAGER, nodes, raw_building
+astroids_own = raw_building._add_dunder_class
+if sys.argv[1] == "cli":
+    from kvlint.frontends.cli import main
+    main(["--isolated", "--exit-zero", sys.argv[2]])
+elif sys.argv[1] == "cli, standard input":
+    from kvlint.frontends.cli import main
+    main(["--isolated", "--exit-zero", "--stdin-filename", sys.argv[2], "-"])
+else:
+    from flake8.main.cli import main
+    try:
+        main(["--isolated", "--select", "KVL", "-j", "1", sys.argv[2]])
+    except SystemExit:
+        pass
+functions = list(MANAGER.builtins_module.nodes_of_class(nodes.FunctionDef))
+print(json.dumps({"functions": len(functions),
+                  "with a class node": sum("__class__" in f.instance_attrs for f in functions),
+                  "astroid's own function back": raw_building._add_dunder_class is astroids_own}))
+"""
+
+
+@pytest.mark.parametrize("front_end", ["cli", "cli, standard input", "flake8"])
+def test_the_front_ends_build_astroids_builtins_without_a_class_per_built_in_function(front_end) -> None:
+    """astroid gives each of the 2,730 built-in functions and methods of its ``builtins`` a class node of its
+    own (``len.__class__``): half the bootstrap's objects, 40 % of its time, a quarter of the ``kvlint``
+    command's CPU on one small file. No rule asks for them, so the processes the front-ends own build
+    ``builtins`` without them; astroid's own builder is back after each file, for whatever else shares a
+    flake8 process. This fails if astroid stops naming the step ``raw_building._add_dunder_class``."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _BUILT_INS_AFTER_ONE_FILE, front_end, str(FLAGGED[0])],
+                         input=FLAGGED[0].read_text(encoding="utf-8"), capture_output=True, text=True, check=True)
+    built = json.loads(out.stdout.splitlines()[-1])
+    assert built["functions"] > 1000
+    assert built["with a class node"] == 0
+    assert built["astroid's own function back"]

@@ -315,15 +315,17 @@ def _specificity(code: str, patterns: Sequence[str]) -> int:
 
 def _lint_stdin(args: argparse.Namespace, settings: Settings, exclusion: Exclusion, lines: SourceLines,
                 sources: dict[str, bytes]) -> list[FileResult]:
-    """Standard input, reported as ``--stdin-filename`` (or ``-``); with ``--force-exclude``, an excluded name
-    is not linted."""
+    """Standard input, reported as ``--stdin-filename`` (or ``-``), linted as a file is
+    (``_lint_own_process``); with ``--force-exclude``, an excluded name is not linted."""
     path = args.stdin_filename or STDIN
     raw = sys.stdin.buffer.read()
     if args.stdin_filename and args.force_exclude and exclusion.excludes_any_part(path):
         if args.fix:
             sys.stdout.buffer.write(raw)
         return []
-    result, text = lint_bytes(raw, path, settings)
+    with one_file():
+        result, text = lint_bytes(raw, path, settings)
+    freeze_astroid_bootstrap()
     if text is not None:
         lines.remember(path, text)
         sources[path] = raw

@@ -127,9 +127,10 @@ class Plugin:
         cls.analyses = reports_any_kvlint_code(options)
         if cls.analyses:  # before flake8 starts its workers, so that they share the engine and astroid's bootstrap
             from kvlint.checks.building import build_tree
-            from kvlint.frontends.heap import freeze_astroid_bootstrap
+            from kvlint.frontends.heap import freeze_astroid_bootstrap, one_file
 
-            build_tree("", "bootstrap.py")
+            with one_file():
+                build_tree("", "bootstrap.py")
             freeze_astroid_bootstrap()
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
