@@ -236,11 +236,23 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
             return
 
 
+def _over_cache(site: CallSite, path: Path) -> str | None:
+    """Why the call attends over cached KV on ``path``: it reads a cache (``_reads_cache``), or its key is one
+    (named like one, or grown by ``torch.cat`` with past keys)."""
+    reason = _reads_cache(site, path)
+    key = site.argument("key")
+    if reason is None and _cached(key, path):
+        reason = f"its key ({key.as_string()}) is a KV cache"
+    return reason
+
+
 def check_top_left_mask_over_cache(site: CallSite) -> Iterator[Issue]:
     """KVL206 (a built mask): ``torch.triu(torch.ones(q_len, kv_len), diagonal=1)`` (or ``~tril``) aligns the
-    causal triangle top-left: query i sees keys 0..i. The code sizes it with two different lengths, so KV_S >
-    Q_S is expected (chunked prefill, a prefix cache, speculative extends), and then the new queries miss the
-    cached keys. Judged where the mode uses the mask as given (sparse_mode 0 or 1, or IFA)."""
+    causal triangle top-left: query i sees keys 0..i. Over a KV cache (KV_S > Q_S: chunked prefill, a prefix
+    cache, speculative extends) the new queries then miss the cached keys. Judged where the mode uses the mask
+    as given (sparse_mode 0 or 1, or IFA), and only where the call proves the cache (``_over_cache``), as the
+    rule's other two forms require: a mask sized by two lengths is also how self-attention over equal
+    lengths is written (``(q.shape[-2], k.shape[-2])`` in a benchmark), where top-left is right."""
     if site.name not in INFERENCE_ATTENTION and site.name != FA:
         return
     has_mode = site.operator.param("sparse_mode") is not None
@@ -253,13 +265,16 @@ def check_top_left_mask_over_cache(site: CallSite) -> Iterator[Issue]:
             value = alt.value
             if not (value.tensor and value.has(TOP_LEFT)) or value.has(TRIL):
                 continue  # a tril mask never inverted hides the visible part: KVL204's finding comes first
+            reason = _over_cache(site, alt.path)
+            if reason is None:
+                continue
             known, _ = split(value.shape)
             rows, columns = ("?" if d is None else str(d) for d in known[-2:])
             yield Issue("KVL206", site.anchor("atten_mask"),
                         f"atten_mask{_built_at(value, site.call.lineno)} is a causal triangle over ({rows}, {columns}) "
-                        f"aligned top-left (query i sees keys 0..i): when {columns} > {rows}, as over a KV cache "
-                        "(chunked prefill, a prefix cache, speculative tokens), the new queries miss the keys cached "
-                        f"before them; align it bottom-right: torch.triu(..., diagonal={columns} - {rows} + 1)")
+                        f"aligned top-left (query i sees keys 0..i), but {reason}: with {columns} > {rows} the new "
+                        "queries miss the keys cached before them; align it bottom-right: "
+                        f"torch.triu(..., diagonal={columns} - {rows} + 1)")
             return
 
 
