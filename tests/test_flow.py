@@ -221,6 +221,44 @@ def test_a_guard_whose_condition_a_call_passes_on_still_rules_out_the_callees_ot
     assert (0, True) in _pairs(mode, mask)
 
 
+_ONE_PAIR_PER_RETURN = {
+    "guard returns the pair": """
+        def helper(n, causal, wide):
+            if causal:
+                return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1), 2
+            return None, 0
+    """,
+    "guard returns no mask": """
+        def helper(n, causal, wide):
+            if not causal:
+                return None, 0
+            mask = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+            return mask, 2
+    """,
+    "guard inside a branch": """
+        def helper(n, causal, wide):
+            if wide:
+                if not causal:
+                    return None, 0
+                return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1), 2
+            return None, 0
+    """,
+}
+
+
+@pytest.mark.parametrize("helper", list(_ONE_PAIR_PER_RETURN.values()), ids=list(_ONE_PAIR_PER_RETURN))
+def test_names_unpacked_from_one_call_take_their_values_from_one_return(helper: str) -> None:
+    """A helper returns the mask and the mode together, one pair after a guard that returns the other: the
+    return past the guard is reached only when the guard's condition is false, so mode 2 never meets the None
+    mask (before, the pair (2, None) reached the call, and KVL203 reported mode 2 without a mask)."""
+    mask, mode = _returned("import torch\n" + textwrap.dedent(helper) + textwrap.dedent("""
+        def caller(n, causal, wide):
+            mask, mode = helper(n, causal, wide)
+            return mask, mode
+    """))
+    assert _pairs(mode, mask) == [(0, True), (2, False)]
+
+
 def test_every_module_that_reads_the_choices_of_paths_has_registered_when_the_engine_runs() -> None:
     """flow leaves unrecorded the guards nothing reads: a module that read ``Path.choices`` without
     registering what it reads (``flow.reads_choices``), or that the engine did not import, would miss them."""

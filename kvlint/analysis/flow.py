@@ -404,6 +404,29 @@ def _block(owner: nodes.NodeNG, fields: tuple[str, ...]) -> _Block:
     return _BLOCKS[key]
 
 
+def past_guards(statement: nodes.NodeNG, path: Path) -> Path | None:
+    """``path`` extended by the choices that get past the guards before ``statement`` in its block (an ``if``
+    that leaves on one branch: reaching ``statement`` took the other), recorded as the search records them
+    (``_Block.pass_guards``); None when ``path`` took a guard's leaving branch, or a guard leaves on both."""
+    owner, fields, position = _position(statement)
+    if owner is None:
+        return path
+    block = _block(owner, fields)
+    passed = bisect.bisect_left(block.guards, position)
+    if not passed:
+        return path
+    if block.passes is not None and not isinstance(path.taken((block.frame, CALLER)), Caller):
+        last = bisect.bisect_left(block.recorded, passed)
+        return path.passing(dict(block.passes[i] for i in block.recorded[:last])) if last else path
+    for guard in block.guards[:passed]:
+        choice = _guard_pass(block.statements[guard])
+        extended = None if choice is None else path.choose(*choice)
+        if extended is None:
+            return None
+        path = extended
+    return path
+
+
 def _guard_pass(guard: nodes.If) -> tuple[Key, bool] | None:
     """The choice of the branch of a guard that does not leave; None when both branches leave."""
     if terminates(guard.body) and terminates(guard.orelse):

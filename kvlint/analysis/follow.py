@@ -23,6 +23,7 @@ from kvlint.analysis.flow import (
     Path,
     condition,
     mutated_name,
+    past_guards,
     reaching_definitions,
     reads_choices,
 )
@@ -481,10 +482,18 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
 
 
 def branch_path(node: nodes.NodeNG, frame: nodes.NodeNG, path: Path) -> Path | None:
-    """``path`` extended by the branches (``if`` statements and conditional expressions) that lead to ``node``
-    inside ``frame``; None when ``path`` took the other way."""
-    while node.parent is not None and node.parent is not frame:
+    """``path`` extended by what reaching ``node`` inside ``frame`` takes: the branches (``if`` statements and
+    conditional expressions) around it, and the guards it gets past, before it or before a statement around
+    it (``flow.past_guards``: after ``if causal: return mask, 2``, ``return None, 0`` is reached only when
+    ``causal`` is false); None when ``path`` took the other way."""
+    while node.parent is not None:
+        if node.is_statement:
+            path = past_guards(node, path)
+            if path is None:
+                return None
         parent = node.parent
+        if parent is frame:
+            break
         if isinstance(parent, (nodes.If, nodes.IfExp)) and node is not parent.test:
             key, polarity = condition(parent.test)
             in_body = any(s is node for s in parent.body) if isinstance(parent, nodes.If) else node is parent.body
