@@ -35,12 +35,16 @@ def run_probed(tmp_path: Path, script: str, *args: str, **environ: str) -> subpr
     """``script`` under ``python -m kvlint.runtime_probe`` (see ``environment``)."""
     path = tmp_path / "run.py"
     path.write_text(script)
-    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # under nohup the suite ignores SIGHUP, and so would
-    try:                                                    # the program (the probe then rightly leaves it be)
+    # Under nohup the suite ignores SIGHUP, and run as a background job of a shell without job control it
+    # ignores SIGINT: the program would inherit both (and the probe then rightly leaves them be).
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
         return subprocess.run([sys.executable, "-m", "kvlint.runtime_probe", str(path), *args], cwd=ROOT,
                               env=environment(tmp_path, **environ), capture_output=True, text=True, timeout=300)
     finally:
         signal.signal(signal.SIGHUP, hangup)
+        signal.signal(signal.SIGINT, interrupt)
 
 
 FULL_DISK = """
