@@ -670,10 +670,12 @@ DOCS: dict[str, RuleDoc] = {
              "code proves a query of length 1 without rope inputs: FIA and PFA ignore the mode then, and one "
              "query sees every cached key. Also a mask the code builds top-left over two lengths, "
              "`torch.triu(torch.ones(q_len, kv_len), diagonal=1)` or `~torch.tril(torch.ones(q.shape[2], "
-             "k.shape[2]))`, passed where the mode uses the mask as given (sparse_mode 0 or 1, IFA) to a call "
-             "that proves the cache as above, or whose key is one (named like a cache, or grown by `torch.cat` "
-             "with past keys). A mask sized by two lengths alone is not enough: self-attention over equal "
-             "lengths is written the same way, and top-left is right there.",
+             "k.shape[2]))`, passed where the mode uses the mask as given (sparse_mode 0 or 1, IFA), where the "
+             "code says KV_S > Q_S happens: it keeps a KV length apart from the query's (`kv_len`, "
+             "`kv_seq_len += past_len`), or the call proves a cache (as above, IFA, FA's `actual_seq_kvlen`, a "
+             "key named like a cache or grown by `torch.cat` with past keys). A mask sized by the query's and "
+             "the key's own shapes, over a call that proves no cache, is how self-attention over equal lengths "
+             "is written, and top-left is right there.",
         why="With P cached tokens and T new queries, query i sits at position P + i and must see keys up to "
             "P + i (bottom-right alignment). Top-left alignment lets it see only keys up to i, so most of "
             "the cache is hidden from every query: chunked prefill and prefix caching silently compute "

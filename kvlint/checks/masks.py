@@ -28,7 +28,8 @@ from kvlint.analysis.siblings import (flag_attributes, flag_side, honoured_by_si
                                       mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.signature import misspelled_mask
-from kvlint.catalogue.operators import FA, FIA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA, QUERY_LENGTHS_PARAM
+from kvlint.catalogue.operators import (FA, FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA,
+                                        QUERY_LENGTHS_PARAM)
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
 FA_MASK_DTYPES = frozenset({"bool", "uint8"})
@@ -237,22 +238,52 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
 
 
 def _over_cache(site: CallSite, path: Path) -> str | None:
-    """Why the call attends over cached KV on ``path``: it reads a cache (``_reads_cache``), or its key is one
-    (named like one, or grown by ``torch.cat`` with past keys)."""
+    """Why the call attends over cached KV on ``path``: it reads a cache (``_reads_cache``), it is incremental
+    attention (IFA decodes over a cache), FA takes KV lengths apart from the query lengths, or its key is a
+    cache (named like one, or grown by ``torch.cat`` with past keys)."""
     reason = _reads_cache(site, path)
+    if reason is None and site.name == IFA:
+        reason = f"{IFA} decodes over a KV cache"
+    if reason is None and site.name == FA and _apart(site, "actual_seq_kvlen", "actual_seq_qlen", path):
+        reason = "it takes KV lengths (actual_seq_kvlen) apart from the query lengths"
     key = site.argument("key")
     if reason is None and _cached(key, path):
         reason = f"its key ({key.as_string()}) is a KV cache"
     return reason
 
 
+def _apart(site: CallSite, kv_param: str, q_param: str, path: Path) -> bool:
+    """The call passes KV lengths on ``path``, as an expression other than its query lengths'."""
+    kv_lengths, q_lengths = site.argument(kv_param), site.argument(q_param)
+    if kv_lengths is None or all(alt.value.is_none for alt in site.values(kv_param, path)):
+        return False
+    return q_lengths is None or q_lengths.as_string() != kv_lengths.as_string()
+
+
+_READ_OFF_A_SHAPE = re.compile(r"^[\w.]+(\.shape\[[^\]]+\]|\.size\([^)]*\))$")
+"""A length read off a tensor (``q.shape[-2]``, ``k.size(2)``), not one the code keeps for itself."""
+
+
+def _lengths_kept_apart(rows: object, columns: object) -> str | None:
+    """Why the mask's sizes say KV_S > Q_S happens: the code keeps a KV length of its own (``kv_len``,
+    ``kv_seq_len += past_len``, ``4096``) apart from the query's. Sizes read off the query's and the key's
+    shapes say nothing of the kind: that is how attention over equal lengths is written too."""
+    if rows is None or columns is None or rows == columns:
+        return None
+    if all(isinstance(d, str) and _READ_OFF_A_SHAPE.match(d) for d in (rows, columns)):
+        return None
+    return f"its KV length ({columns}) is kept apart from the query length ({rows})"
+
+
 def check_top_left_mask_over_cache(site: CallSite) -> Iterator[Issue]:
     """KVL206 (a built mask): ``torch.triu(torch.ones(q_len, kv_len), diagonal=1)`` (or ``~tril``) aligns the
     causal triangle top-left: query i sees keys 0..i. Over a KV cache (KV_S > Q_S: chunked prefill, a prefix
     cache, speculative extends) the new queries then miss the cached keys. Judged where the mode uses the mask
-    as given (sparse_mode 0 or 1, or IFA), and only where the call proves the cache (``_over_cache``), as the
-    rule's other two forms require: a mask sized by two lengths is also how self-attention over equal
-    lengths is written (``(q.shape[-2], k.shape[-2])`` in a benchmark), where top-left is right."""
+    as given (sparse_mode 0 or 1, or IFA), where the code says KV_S > Q_S happens: the call proves a cache
+    (``_over_cache``, as the rule's other two forms require), or the mask is sized by a KV length the code keeps
+    apart from the query's (``_lengths_kept_apart``). A mask sized by the query's and the key's own shapes,
+    over a call that proves no cache, is how self-attention over equal lengths is written (a kernel
+    benchmark), where top-left is right."""
     if site.name not in INFERENCE_ATTENTION and site.name != FA:
         return
     has_mode = site.operator.param("sparse_mode") is not None
@@ -265,11 +296,12 @@ def check_top_left_mask_over_cache(site: CallSite) -> Iterator[Issue]:
             value = alt.value
             if not (value.tensor and value.has(TOP_LEFT)) or value.has(TRIL):
                 continue  # a tril mask never inverted hides the visible part: KVL204's finding comes first
-            reason = _over_cache(site, alt.path)
+            known, _ = split(value.shape)
+            sizes = (known[-2:] if len(known) >= 2 else (None, None))
+            reason = _over_cache(site, alt.path) or _lengths_kept_apart(*sizes)
             if reason is None:
                 continue
-            known, _ = split(value.shape)
-            rows, columns = ("?" if d is None else str(d) for d in known[-2:])
+            rows, columns = ("?" if d is None else str(d) for d in sizes)
             yield Issue("KVL206", site.anchor("atten_mask"),
                         f"atten_mask{_built_at(value, site.call.lineno)} is a causal triangle over ({rows}, {columns}) "
                         f"aligned top-left (query i sees keys 0..i), but {reason}: with {columns} > {rows} the new "
