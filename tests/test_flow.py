@@ -259,6 +259,50 @@ def test_names_unpacked_from_one_call_take_their_values_from_one_return(helper: 
     assert _pairs(mode, mask) == [(0, True), (2, False)]
 
 
+def test_a_guard_on_a_name_bound_again_says_nothing_past_the_binding() -> None:
+    """``if not causal: return None``, then ``causal = n > 1``: conditions are keyed by their text, so the two
+    guards on ``causal`` would rule the last return out (and a float mask returned there went unseen)."""
+    (mask,) = _returned("""
+        import torch
+
+        def build(n, causal):
+            if not causal:
+                return None
+            causal = n > 1
+            if causal:
+                return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+            return torch.zeros(n, n, dtype=torch.float16)
+
+        def caller(n, causal):
+            return build(n, causal)
+    """)
+    assert {v.dtype for v in _values(mask) if not v.is_none} == {"bool", "float16"}
+
+
+def test_a_helper_with_more_returns_than_paths_is_not_walked(monkeypatch) -> None:
+    """A dispatch table of returns is an unknown, found without walking it: each return's path holds every
+    guard before it, so a helper of k guarded returns cost k * k steps, again for every value wanted (a
+    generated helper of 1,600 returns took 6.4 s). A helper of a few returns is followed as before."""
+    from kvlint.analysis import follow
+
+    walked: list[nodes.NodeNG] = []
+    branch_path = follow.branch_path
+
+    def counting(node, frame, path):
+        if isinstance(node, nodes.Return):
+            walked.append(node)
+        return branch_path(node, frame, path)
+
+    monkeypatch.setattr(follow, "branch_path", counting)
+    cases = "".join(f"    if op == 'k{i}':\n        return {i}\n" for i in range(flow.MAX_PATHS + 1))
+    (few,) = _returned("def pick(op):\n" + cases.split("    if op == 'k3':")[0] + "    return -1\n"
+                       "\ndef caller(op):\n    return pick(op)\n")
+    assert sorted(v.const for v in _values(few)) == [-1, 0, 1, 2] and len(walked) == 4
+    walked.clear()
+    (many,) = _returned("def pick(op):\n" + cases + "    return -1\n\ndef caller(op):\n    return pick(op)\n")
+    assert not any(v.known for v in _values(many)) and walked == []
+
+
 def test_every_module_that_reads_the_choices_of_paths_has_registered_when_the_engine_runs() -> None:
     """flow leaves unrecorded the guards nothing reads: a module that read ``Path.choices`` without
     registering what it reads (``flow.reads_choices``), or that the engine did not import, would miss them."""

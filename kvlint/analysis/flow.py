@@ -404,10 +404,16 @@ def _block(owner: nodes.NodeNG, fields: tuple[str, ...]) -> _Block:
     return _BLOCKS[key]
 
 
+_PAST: dict[tuple[nodes.NodeNG, tuple[str, ...], int, Path], Path | None] = tree_cache()
+
+
 def past_guards(statement: nodes.NodeNG, path: Path) -> Path | None:
     """``path`` extended by the choices that get past the guards before ``statement`` in its block (an ``if``
     that leaves on one branch: reaching ``statement`` took the other), recorded as the search records them
-    (``_Block.pass_guards``); None when ``path`` took a guard's leaving branch, or a guard leaves on both."""
+    (``_Block.pass_guards``); None when ``path`` took a guard's leaving branch, or a guard leaves on both.
+    A guard whose condition reads a name bound again before ``statement`` says nothing there (conditions are
+    keyed by their text). Remembered per block position and path: a helper's returns are asked for once per
+    value wanted."""
     owner, fields, position = _position(statement)
     if owner is None:
         return path
@@ -415,16 +421,45 @@ def past_guards(statement: nodes.NodeNG, path: Path) -> Path | None:
     passed = bisect.bisect_left(block.guards, position)
     if not passed:
         return path
-    if block.passes is not None and not isinstance(path.taken((block.frame, CALLER)), Caller):
-        last = bisect.bisect_left(block.recorded, passed)
-        return path.passing(dict(block.passes[i] for i in block.recorded[:last])) if last else path
-    for guard in block.guards[:passed]:
-        choice = _guard_pass(block.statements[guard])
-        extended = None if choice is None else path.choose(*choice)
+    key = (owner, fields, position, path)
+    if key not in _PAST:
+        _PAST[key] = _past_guards(block, passed, position, path)
+    return _PAST[key]
+
+
+_PAST: dict[tuple[nodes.NodeNG, tuple[str, ...], int, Path], Path | None] = tree_cache()
+
+
+def _past_guards(block: _Block, passed: int, end: int, path: Path) -> Path | None:
+    unread_left_out = block.passes is not None and not isinstance(path.taken((block.frame, CALLER)), Caller)
+    recorded = frozenset(block.recorded) if unread_left_out else None
+    choices: dict[Key, bool] = {}
+    for index, position in enumerate(block.guards[:passed]):
+        guard = block.statements[position]
+        choice = _guard_pass(guard)
+        if choice is None:
+            return None  # both branches leave: nothing after the guard is reached
+        if (recorded is not None and index not in recorded) or _rebound(block, guard, position, end):
+            continue
+        if choices.setdefault(*choice) != choice[1]:
+            return None  # two guards on one condition leave on opposite branches
+    if not any(isinstance(path.taken((frame, CALLER)), Caller) for frame in {key[0] for key in choices}):
+        return path.passing(choices)
+    for key, taken in choices.items():  # one by one: a caller's arguments may decide a guard
+        extended = path.choose(key, taken)
         if extended is None:
             return None
         path = extended
     return path
+
+
+def _rebound(block: _Block, guard: nodes.If, position: int, end: int) -> bool:
+    """A name the guard's condition reads is bound again between the guard and position ``end``."""
+    for name in nodes_of(guard.test, nodes.Name):
+        bound = block.binders.get(name.name, ())
+        if bisect.bisect_right(bound, position) < bisect.bisect_left(bound, end):
+            return True
+    return False
 
 
 def _guard_pass(guard: nodes.If) -> tuple[Key, bool] | None:

@@ -16,6 +16,7 @@ from kvlint.analysis.context import MAX_HOPS, Context, values
 from kvlint.analysis.facts import DTYPES, UNKNOWN_VALUE, Alt, Value, constant
 from kvlint.analysis.flow import (
     CALLER,
+    MAX_PATHS,
     OUTER,
     Caller,
     Key,
@@ -468,8 +469,8 @@ def returned(function: nodes.FunctionDef, call: nodes.Call | None, path: Path, c
     alts: list[Alt] = []
     returns = [r for r in nodes_of(function, nodes.Return, skip=(nodes.FunctionDef, nodes.Lambda))
                if r.frame() is function]
-    if not any(r.value is not None for r in returns):
-        return [Alt(UNKNOWN_VALUE, path)]
+    if not any(r.value is not None for r in returns) or len(returns) > MAX_PATHS:
+        return [Alt(UNKNOWN_VALUE, path)]  # more returns than paths: a dispatch table, not a value to follow
     for statement in returns:
         reached = branch_path(statement, function, path)
         if reached is None:
