@@ -46,21 +46,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=11, help="rounds (default 11)")
     args = parser.parse_args(argv)
     try:
-        files = [line for line in args.files.read_text(encoding="utf-8").splitlines() if line.strip()]
+        listed = [line for line in args.files.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError as error:
         raise SystemExit(f"side_by_side.py: cannot read {args.files}: {error.strerror}") from None
-    if not files:
-        raise SystemExit(f"side_by_side.py: {args.files} lists no file")
+    files = [str(Path(line).resolve()) for line in listed]  # the commands run from a scratch folder
+    missing = [line for line, path in zip(listed, files) if not Path(path).is_file()]
+    if not files or missing:
+        raise SystemExit(f"side_by_side.py: {args.files} lists no file" if not files else
+                         f"side_by_side.py: {args.files} lists {len(missing)} missing file(s), e.g. {missing[0]}")
     lint = [harness.python(), "-m", "kvlint", "--isolated", "--format", "json", "--exit-zero", "-j", "1",
             "-o", "/dev/null", *files]
     with tempfile.TemporaryDirectory() as scratch:
-        commands = {"read + ast.parse": [harness.python(), "-c", PARSE, str(args.files)]}
+        listing = Path(scratch) / "files.txt"
+        listing.write_text("\n".join(files), encoding="utf-8")
+        commands = {"read + ast.parse": [harness.python(), "-c", PARSE, str(listing)]}
         for revision in args.rev:
             source = export(revision, Path(scratch) / revision.replace("/", "_"))
             commands[f"kvlint at {revision}"] = ["env", f"PYTHONPATH={source}", *lint]
         commands["kvlint, this checkout"] = lint
         where = harness.machine()
-        series = harness.compare(commands, args.runs, cwd=scratch)
+        series = harness.compare(commands, args.runs, cwd=scratch, check_codes=(0,))
     print(f"{len(files)} files; {args.runs} rounds; {where}\n")
     print(harness.series_table(series, "read + ast.parse"))
     return 0

@@ -165,8 +165,8 @@ def test_the_front_ends_build_astroids_builtins_without_a_class_per_built_in_fun
     """astroid gives each of the 2,730 built-in functions and methods of its ``builtins`` a class node of its
     own (``len.__class__``): half the bootstrap's objects, 40 % of its time, a quarter of the ``kvlint``
     command's CPU on one small file. No rule asks for them, so the processes the front-ends own build
-    ``builtins`` without them; astroid's own builder is back after each file, for whatever else shares a
-    flake8 process. This fails if astroid stops naming the step ``raw_building._add_dunder_class``."""
+    ``builtins`` without them; astroid's own step is back after each file (the ``builtins`` built meanwhile
+    stays as built). This fails if astroid stops naming the step ``raw_building._add_dunder_class``."""
     import json
     import subprocess
     import sys

@@ -22,12 +22,14 @@ tree outlived its young collection and the middle generation piled up dead trees
 
 astroid gives each built-in function and method of a module it builds from a living one (``builtins``, at
 the bootstrap) a class node of its own, for ``len.__class__`` (``builtin_function_or_method``): 2,730 classes,
-half of the bootstrap's objects and 40 % of its time, and with them a quarter of the ``kvlint`` command's CPU
-on one small operator file (0.30 against 0.23 s). No rule asks a built-in function for its class, so while a
-process a front-end owns lints a file, astroid builds without them (``raw_building._add_dunder_class``, the
-same function from astroid 3.0 to 4.x, does nothing meanwhile, and is astroid's own again after the file).
-The pylint checkers run on pylint's own ``builtins``, with them; ``tests/test_fixtures.py`` runs the three
-front-ends in processes of their own, and they agree finding for finding.
+half of the bootstrap's objects and 40 % of its time, and with them a fifth of the ``kvlint`` command's CPU on
+one small operator file (0.22 against 0.18 s, side by side). No rule asks a built-in function for its class,
+so while a process a front-end owns lints a file, astroid builds without them
+(``raw_building._add_dunder_class``, the same function from astroid 3.0 to 4.x, does nothing meanwhile, and
+is astroid's own again after the file). The ``builtins`` built meanwhile stays so for the rest of the
+process: anything else running astroid in a flake8 process does not infer ``len.__class__``. The pylint
+checkers run on pylint's own ``builtins``; ``tests/test_fixtures.py`` runs the three front-ends in processes
+of their own, and they agree finding for finding.
 
 The pylint checkers run in pylint's process, on the tree pylint built: they pause the collector during the
 analysis too, since every collection in between walks pylint's heap and the facts growing with the module
@@ -50,7 +52,7 @@ _MODELLED = (nodes.ClassDef, nodes.FunctionDef, nodes.Lambda, nodes.Module)
 def freeze_astroid_bootstrap() -> None:
     """Once per process, after astroid has built its ``builtins`` module, take the objects alive now out of
     the garbage collector's generations, after a collection of the youngest one. Not after a full collection:
-    it walked the bootstrap's 114,000 objects again, 3 % of the instructions of a one-file run (callgrind), to
+    it walked the bootstrap's objects (then 114,000) again, 3 % of the instructions of a one-file run (callgrind), to
     find no garbage where the command calls this (after a file's young collection) and 28 objects in flake8's
     set-up, which stay frozen, once per process."""
     global _frozen
@@ -92,20 +94,25 @@ def _no_class_node(*arguments: object) -> None:
     """Stands in for ``raw_building._add_dunder_class`` while a front-end's process lints a file."""
 
 
+_ASTROIDS_OWN = getattr(raw_building, "_add_dunder_class", None)
+"""astroid's function, as imported: what each file's end puts back, however the files' uses interleave."""
+
+
 @contextmanager
 def built_ins_without_class_nodes() -> Iterator[None]:
     """Inside, astroid builds modules from living ones (its bootstrap's ``builtins``) without a class node for
-    each built-in function (the module docstring). A no-op on an astroid without that function: then the
-    front-ends' test of it fails (``tests/test_engine_footprint.py``), not a user's run."""
-    astroids_own = getattr(raw_building, "_add_dunder_class", None)
-    if astroids_own is None:
+    each built-in function (the module docstring). What is built inside stays so: astroid keeps ``builtins``
+    for the process, and in it ``len.__class__`` is not inferred, for anything else that runs astroid in the
+    process afterwards. A no-op on an astroid without that function: then the front-ends' test of it fails
+    (``tests/test_engine_footprint.py``), not a user's run."""
+    if _ASTROIDS_OWN is None:
         yield
         return
     raw_building._add_dunder_class = _no_class_node
     try:
         yield
     finally:
-        raw_building._add_dunder_class = astroids_own
+        raw_building._add_dunder_class = _ASTROIDS_OWN
 
 
 @contextmanager
