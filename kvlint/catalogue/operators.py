@@ -227,6 +227,9 @@ KV_LENGTHS_PARAM.update(dict.fromkeys(ATB_PAGED, "context_lens"))
 KV_LENGTHS_PARAM.update({LIGHTNING_INDEXER: "actual_seq_lengths_key", QUANT_LIGHTNING_INDEXER: "actual_seq_lengths_key",
                          SFA: "actual_seq_lengths_kv", KV_QUANT_SFA: "actual_seq_lengths_kv"})
 """Where each operator takes the per-batch KV lengths; ATB's paged attention calls them ``context_lens``."""
+FA_LENGTHS = ("actual_seq_qlen", "actual_seq_kvlen")
+"""Where FA takes its query and KV lengths: cumulative, and read only with the TND layout
+(docs/operators/fusion_attention.md#fa-c5), hence apart from the per-batch tables above."""
 QUERY_LENGTHS_PARAM.update(dict.fromkeys(SPARSE_ATTENTION, "actual_seq_lengths_query"))
 PAGED_OPERATORS = FIA | {IFA} | ATB_PAGED | SPARSE_ATTENTION
 """Operators that read the KV cache through an int32 ``block_table`` (docs/operators/fused_infer_attention.md#fia-c34,

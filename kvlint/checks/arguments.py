@@ -31,6 +31,7 @@ from kvlint.catalogue.operators import (
     INFERENCE_ATTENTION,
     KV_HEADS_PARAM,
     KV_LAYOUT_PARAM,
+    FA_LENGTHS,
     KV_LENGTHS_PARAM,
     LAYOUTS,
     LENGTH_LAYOUTS,
@@ -232,7 +233,7 @@ def check_tnd_missing_lengths(site: CallSite) -> Iterator[Issue]:
     if role == FA:
         if layout.upper() != "TND":
             return
-        needed = ("actual_seq_qlen", "actual_seq_kvlen")
+        needed = FA_LENGTHS
     elif role in QUERY_LENGTHS_PARAM and layout in LENGTH_LAYOUTS:
         needed = (QUERY_LENGTHS_PARAM[role], KV_LENGTHS_PARAM[role])
     else:

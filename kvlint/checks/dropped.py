@@ -29,7 +29,7 @@ from kvlint.analysis.siblings import (enumerate_names, flag_attributes, honoured
                                       honoured_elsewhere, mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.masks import callers_pass_none, documented_unused
-from kvlint.catalogue.operators import FA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, SCALE_PARAM, lookup
+from kvlint.catalogue.operators import FA, FA_LENGTHS, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, SCALE_PARAM, lookup
 
 CONTROLS: dict[str, str] = {
     "softmax_scale": "scale", "sm_scale": "scale", "attn_scale": "scale", "softmax_scaling": "scale",
@@ -117,7 +117,7 @@ def _dropped(site: CallSite, function: nodes.FunctionDef) -> Iterator[tuple[str,
     control parameter nothing on any path uses (no evidence needed: the name says what it controls), or a
     control or length parameter that only a sibling path honours."""
     arguments = _arguments(site)
-    kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
+    kv_lengths = KV_LENGTHS_PARAM.get(site.name) or FA_LENGTHS[1]
     lengths_passed = site.argument(kv_lengths) is not None and not all(
         alt.value.is_none for alt in site.values(kv_lengths))
     for param in (a.name for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs):
@@ -174,7 +174,7 @@ def check_attention_parameter_dropped(site: CallSite) -> Iterator[Issue]:
         named = enumerate_names([f"{param}{evidence}" for param, _, evidence in dropped])
         consequences = "; ".join(dict.fromkeys(
             _CONSEQUENCE[kind].format(op_scale=SCALE_PARAM.get(site.name, "scale"),
-                                      op_lengths=KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen",
+                                      op_lengths=KV_LENGTHS_PARAM.get(site.name) or FA_LENGTHS[1],
                                       op_pre_tokens=_pre_tokens_param(site.name))
             for _, kind, _ in dropped))
         verb = _verb([param for param, _, _ in dropped])

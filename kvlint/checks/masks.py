@@ -28,7 +28,7 @@ from kvlint.analysis.siblings import (flag_attributes, flag_side, honoured_by_si
                                       mentions)
 from kvlint.analysis.walk import nodes_named, nodes_of
 from kvlint.checks.signature import misspelled_mask
-from kvlint.catalogue.operators import (FA, FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA,
+from kvlint.catalogue.operators import (FA, FA_LENGTHS, FIA, IFA, INFERENCE_ATTENTION, KV_LENGTHS_PARAM, PFA,
                                         QUERY_LENGTHS_PARAM)
 
 MASK_DTYPES = frozenset({"bool", "int8", "uint8"})
@@ -211,13 +211,9 @@ def _reads_cache(site: CallSite, path: Path) -> str | None:
         not alt.value.is_none for alt in site.values("block_table", path)
     ):
         return "it reads paged KV (block_table)"
-    kv_param = KV_LENGTHS_PARAM.get(site.name)
-    q_param = QUERY_LENGTHS_PARAM.get(site.name)
-    kv_lengths = site.argument(kv_param) if kv_param else None
-    if kv_lengths is None or all(alt.value.is_none for alt in site.values(kv_param, path)):
-        return None
-    q_lengths = site.argument(q_param) if q_param else None
-    if q_lengths is not None and q_lengths.as_string() == kv_lengths.as_string():
+    q_param, kv_param = (FA_LENGTHS if site.name == FA else
+                         (QUERY_LENGTHS_PARAM.get(site.name), KV_LENGTHS_PARAM.get(site.name)))
+    if kv_param is None or not _apart(site, kv_param, q_param, path):
         return None
     return f"it takes KV lengths ({kv_param}) apart from the query lengths"
 
@@ -239,22 +235,21 @@ def check_causal_top_left_with_cache(site: CallSite) -> Iterator[Issue]:
 
 def _over_cache(site: CallSite, path: Path) -> str | None:
     """Why the call attends over cached KV on ``path``: it reads a cache (``_reads_cache``), it is incremental
-    attention (IFA decodes over a cache), FA takes KV lengths apart from the query lengths, or its key is a
-    cache (named like one, or grown by ``torch.cat`` with past keys)."""
+    attention (IFA decodes over a cache), or its key is a cache (named like one, or grown by ``torch.cat``
+    with past keys)."""
     reason = _reads_cache(site, path)
     if reason is None and site.name == IFA:
         reason = f"{IFA} decodes over a KV cache"
-    if reason is None and site.name == FA and _apart(site, "actual_seq_kvlen", "actual_seq_qlen", path):
-        reason = "it takes KV lengths (actual_seq_kvlen) apart from the query lengths"
     key = site.argument("key")
     if reason is None and _cached(key, path):
         reason = f"its key ({key.as_string()}) is a KV cache"
     return reason
 
 
-def _apart(site: CallSite, kv_param: str, q_param: str, path: Path) -> bool:
+def _apart(site: CallSite, kv_param: str, q_param: str | None, path: Path) -> bool:
     """The call passes KV lengths on ``path``, as an expression other than its query lengths'."""
-    kv_lengths, q_lengths = site.argument(kv_param), site.argument(q_param)
+    kv_lengths = site.argument(kv_param)
+    q_lengths = site.argument(q_param) if q_param else None
     if kv_lengths is None or all(alt.value.is_none for alt in site.values(kv_param, path)):
         return False
     return q_lengths is None or q_lengths.as_string() != kv_lengths.as_string()
@@ -375,7 +370,7 @@ def check_atten_mask_dropped(site: CallSite) -> Iterator[Issue]:
 def _dropped_masking(site: CallSite, function: nodes.FunctionDef) -> Iterator[str]:
     """A message for each mask or causality parameter of ``function`` this call drops."""
     absent = _mask_absent(site)
-    kv_lengths = KV_LENGTHS_PARAM.get(site.name) or "actual_seq_kvlen"
+    kv_lengths = KV_LENGTHS_PARAM.get(site.name) or FA_LENGTHS[1]
     lengths = site.argument(kv_lengths) is not None and not all(alt.value.is_none for alt in site.values(kv_lengths))
     arguments = function.args.posonlyargs + function.args.args + function.args.kwonlyargs
     candidates = [(a.name, False) for a in arguments]
