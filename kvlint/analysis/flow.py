@@ -427,9 +427,6 @@ def past_guards(statement: nodes.NodeNG, path: Path) -> Path | None:
     return _PAST[key]
 
 
-_PAST: dict[tuple[nodes.NodeNG, tuple[str, ...], int, Path], Path | None] = tree_cache()
-
-
 def _past_guards(block: _Block, passed: int, end: int, path: Path) -> Path | None:
     unread_left_out = block.passes is not None and not isinstance(path.taken((block.frame, CALLER)), Caller)
     recorded = frozenset(block.recorded) if unread_left_out else None

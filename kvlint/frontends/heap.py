@@ -4,8 +4,8 @@ astroid's bootstrap, done at the first file the text gate lets through, builds i
 90,000 long-lived objects (46,000 as the front-ends have it built, below). Left in the garbage collector's
 generations, every full collection walks them again: most of the flake8 plugin's overhead (flake8
 1.09-1.11x without this, 1.03x with it), and a quarter of the CLI's time on operator-dense code
-(benchmarks/RESULTS.md). Done by the front-ends in their own
-processes, not by the engine, so that a program using kvlint as a library keeps its heap as it is.
+(benchmarks/RESULTS.md). Done by the front-ends in their own processes, not by the engine, so that a program
+using kvlint as a library keeps its heap as it is.
 
 For the same reason the front-ends empty astroid's own caches after each file. ``LookupMixIn.lookup`` keeps
 its last 128 answers, and each answer holds nodes, so the trees of the files linted before stayed alive (24
